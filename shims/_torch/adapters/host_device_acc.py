@@ -1,0 +1,89 @@
+"""Host-backed PrivateUse1 tensors through ``torch._C._acc`` (torch >= 2.10).
+
+A device tensor owns a *device* storage that is a non-owning alias of host
+(CPU) memory; the host storage object hangs off the device storage's Python
+object, which torch keeps alive exactly as long as the StorageImpl, so the
+memory lives as long as any view of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+RELEASES = ">=2.10"
+FEATURES = ["device.python_privateuse1"]
+
+_HOST_ATTR = "_shim_host_storage"
+_CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+
+
+def available() -> bool:
+    """Feature detection: the pure-Python PrivateUse1 helpers exist."""
+    acc = getattr(torch._C, "_acc", None)
+    from torch.utils import backend_registration as br
+
+    return (
+        acc is not None
+        and hasattr(acc, "create_empty_tensor")
+        and hasattr(br, "_setup_privateuseone_for_python_backend")
+        and hasattr(torch._C, "_construct_storage_from_data_pointer")
+    )
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc,name-defined]
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, dev_id: int) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):  # type: ignore[misc,name-defined]
+    def type_(self) -> Any:
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def setup(name: str, backend_module: Any) -> None:
+    """Rename PrivateUse1 to ``name`` and install hooks, guard and module."""
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    _setup_privateuseone_for_python_backend(name, backend_module=backend_module, hook=_Hooks(), device_guard=_Guard())
+
+
+def device_storage(host: torch.UntypedStorage, device: torch.device) -> torch.UntypedStorage:
+    """A device storage aliasing ``host`` (which it keeps alive)."""
+    dev = torch._C._construct_storage_from_data_pointer(host.data_ptr(), device, host.nbytes())
+    setattr(dev, _HOST_ATTR, host)
+    return dev
+
+
+def host_storage(dev: torch.UntypedStorage) -> torch.UntypedStorage:
+    """The host storage behind a device storage."""
+    try:
+        return getattr(dev, _HOST_ATTR)
+    except AttributeError:
+        raise RuntimeError("tensor storage was not allocated by the host-backed device") from None
+
+
+def make_tensor(
+    storage: torch.UntypedStorage, dtype: torch.dtype, size: Any, stride: Any, offset: int
+) -> torch.Tensor:
+    """A device tensor with the given metadata over device storage ``storage``."""
+    t = torch._C._acc.create_empty_tensor([0], dtype)
+    return _SET_STORAGE.redispatch(_CPU, t, storage, offset, list(size), list(stride))
+
+
+def set_metadata(t: torch.Tensor, storage: torch.UntypedStorage, size: Any, stride: Any, offset: int) -> torch.Tensor:
+    """Point an existing device tensor at ``storage`` with new metadata (in place)."""
+    return _SET_STORAGE.redispatch(_CPU, t, storage, offset, list(size), list(stride))
+
+
+def redispatch_cpu(op: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a metadata-only CPU kernel (views) directly on device tensors."""
+    return op.redispatch(_CPU, *args, **kwargs)

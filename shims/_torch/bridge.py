@@ -1,0 +1,346 @@
+"""Inductor-facing classes that carry a stable :class:`~spyre_shims.backend.Backend`.
+
+``StableScheduling`` turns every node Inductor schedules for the device into a
+:class:`~spyre_shims.kernel_ir.KernelGroup`; ``StableWrapper`` intercepts extern
+matmuls as :class:`~spyre_shims.kernel_ir.ExternKernel`, announces host
+fallbacks, and embeds each compiled kernel's payload in the generated program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import types
+from contextlib import contextmanager
+from typing import Any
+
+import sympy
+
+from .. import kernel_ir as kir
+from ..backend import Backend, FusionCandidate, get_backend, warn_fallback
+from ..errors import UnsupportedKernelError
+from . import capture
+from . import inductor as ind
+
+_GRAPH_IDS = itertools.count()
+
+
+# ------------------------------------------------------------------ kernel emission
+
+def _backend_for(device: str) -> Backend:
+    backend = get_backend(device)
+    if backend is None:
+        raise RuntimeError(f"no stable-API backend registered for device {device!r}")
+    return backend
+
+
+def _kernel_ops(kernel: kir.Kernel) -> list[str]:
+    if isinstance(kernel, kir.ExternKernel):
+        return [kernel.op]
+    return sorted({i.op for k in kernel.kernels for i in k.body})
+
+
+def emit_kernel(wrapper: Any, device: str, kernel: kir.Kernel) -> None:
+    """Compile ``kernel`` with the device's backend (or the host reference on
+    decline) and write its definition and its call into ``wrapper``."""
+    backend = _backend_for(device)
+    state = _graph_state(wrapper, device)
+    try:
+        payload, kind = backend.compile(kernel), "device"
+    except UnsupportedKernelError as exc:
+        what = exc.what
+        warn_fallback(f"{device}: {what} in kernel {kernel.name} (ops: {', '.join(_kernel_ops(kernel))})", str(exc))
+        state["fallbacks"].append(f"{what} [{kernel.name}]")
+        payload, kind = kir.to_json(kernel), "reference"
+    state["kernels"].append(kernel)
+    envelope = json.dumps({
+        "name": kernel.name, "kind": kind, "backend": backend.ref(), "args": list(kernel.args),
+        "symbols": list(kernel.symbols), "payload": payload,
+    })
+    _root(wrapper).header.writeline(f"{kernel.name} = _shim_rt.load_kernel({device!r}, {envelope!r})")
+    sym_args = "".join(f", {s}={s}" for s in kernel.symbols)
+    wrapper.writeline(f"{kernel.name}({', '.join(kernel.args)}{sym_args})")
+
+
+def _root(wrapper: Any) -> Any:
+    while getattr(wrapper, "parent_wrapper", None) is not None:
+        wrapper = wrapper.parent_wrapper
+    return wrapper
+
+
+def _graph_state(wrapper: Any, device: str) -> dict[str, Any]:
+    root = _root(wrapper)
+    state = getattr(root, "_shim_state", None)
+    if state is None:
+        state = {"device": device, "kernels": [], "fallbacks": [], "ids": itertools.count(),
+                 "graph": f"graph{next(_GRAPH_IDS)}"}
+        root._shim_state = state
+    return state
+
+
+def _kernel_name(wrapper: Any, device: str) -> str:
+    state = _graph_state(wrapper, device)
+    return f"{device}_{state['graph']}_k{next(state['ids'])}"
+
+
+def record_fallback(wrapper: Any, device: str, op: str) -> None:
+    """Count and announce an aten op that runs on the host inside compiled code."""
+    state = _graph_state(wrapper, device)
+    state["fallbacks"].append(op)
+    warn_fallback(f"{device}: aten op {op}", "no device kernel; it runs eagerly on the host")
+
+
+# ------------------------------------------------------------------ IR construction
+
+def _buffer_specs(kernels: list[kir.LoopKernel], internal: set[str]) -> tuple[list[kir.BufferSpec], list[str]]:
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    for k in kernels:
+        reads.update(dict.fromkeys(k.reads()))
+        writes.update(dict.fromkeys(k.writes()))
+    specs, args = [], []
+    for name in dict.fromkeys([*reads, *writes]):
+        if name in internal:
+            role = "internal"
+        elif name in writes:
+            role = "inout" if name in reads else "output"
+        else:
+            role = "input"
+        specs.append(capture.buffer_spec(name, ind.layout_of(name), role))
+        if role != "internal":
+            args.append(name)
+    return specs, args
+
+
+def capture_group(wrapper: Any, device: str, snodes: list[Any]) -> kir.KernelGroup:
+    """Kernel IR of a (possibly fused) scheduler node; allocates its outputs."""
+    names = {n.get_name() for n in snodes}
+    internal: set[str] = set()
+    if len(snodes) > 1:
+        for n in snodes:
+            for buf in ind.node_outputs(n):
+                if ind.removable(buf, names):
+                    ind.mark_removed(buf)
+                    internal.add(buf)
+    for n in snodes:
+        n.mark_run()
+    kernels = [capture.capture_loop_kernel(n, ind.dtype_of, ind.real_name) for n in snodes]
+    # Buffers Inductor dropped for lack of users still need scratch space.
+    written = {b for k in kernels for b in k.writes()}
+    internal |= {b for b in written if ind.is_removed(b)}
+    specs, args = _buffer_specs(kernels, internal)
+    symbols = capture.symbols_of(capture.kernel_exprs(kernels, specs))
+    return kir.KernelGroup(_kernel_name(wrapper, device), tuple(kernels), tuple(specs), tuple(args), symbols)
+
+
+def capture_extern(wrapper: Any, device: str, node: Any, op: str) -> kir.ExternKernel:
+    inputs = []
+    for inp in node.inputs:
+        name, layout = ind.operand(inp)
+        inputs.append(capture.buffer_spec(ind.real_name(name), layout, "input"))
+    out = capture.buffer_spec(ind.real_name(node.get_name()), node.get_layout(), "output")
+    attrs = tuple(sorted((k, v) for k, v in (node.kwargs or {}).items() if isinstance(v, (int, float, bool))))
+    args = tuple(dict.fromkeys([b.name for b in inputs] + [out.name]))
+    symbols = capture.symbols_of([e for b in (*inputs, out) for e in (*b.size, *b.stride, b.offset)])
+    return kir.ExternKernel(_kernel_name(wrapper, device), op, tuple(inputs), out, args, attrs, symbols)
+
+
+# ------------------------------------------------------------------ Inductor classes
+
+def _candidate(node: Any) -> FusionCandidate:
+    numel, rnumel = ind.node_group(node)
+    reads, writes = ind.node_io(node)
+    return FusionCandidate(tuple(n.get_name() for n in node.get_nodes()), sympy.sympify(numel),
+                           sympy.sympify(rnumel), frozenset(reads), frozenset(writes))
+
+
+def _make_scheduling(device: str) -> type:
+    Base = ind.get("BaseScheduling")
+    backend_device = device
+    takes_scheduler = ind.has_param(Base.__init__, "scheduler")
+
+    class StableScheduling(Base):  # type: ignore[misc,valid-type]
+        def __init__(self, scheduler: Any) -> None:
+            if takes_scheduler:
+                super().__init__(scheduler)
+            else:
+                super().__init__()
+                self.scheduler = scheduler
+
+        def get_backend_features(self, device: Any = None) -> Any:
+            return ind.backend_features(_backend_for(backend_device).features)
+
+        def group_fn(self, sizes: Any) -> Any:
+            sv = ind.graph().sizevars
+            return tuple(sv.simplify(sympy.Mul(*s)) for s in sizes)
+
+        def can_fuse_vertical(self, node1: Any, node2: Any) -> bool:
+            return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), True)
+
+        def can_fuse_horizontal(self, node1: Any, node2: Any) -> bool:
+            return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), False)
+
+        def codegen_node(self, node: Any) -> None:
+            wrapper = ind.graph().wrapper_code
+            group = capture_group(wrapper, device, list(node.get_nodes()))
+            emit_kernel(wrapper, device, group)
+            if self.scheduler is not None:
+                self.scheduler.free_buffers()
+
+        def codegen_template(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError(f"{device}: template kernels are not supported")
+
+        def codegen_sync(self) -> None:
+            pass
+
+        def flush(self) -> None:
+            pass
+
+        def ready_to_flush(self) -> bool:
+            return False
+
+    StableScheduling.__name__ = StableScheduling.__qualname__ = f"{device.capitalize()}Scheduling"
+    return StableScheduling
+
+
+def _make_wrapper(device: str) -> type:
+    Base = ind.get("PythonWrapperCodegen")
+
+    class StableWrapper(Base):  # type: ignore[misc,valid-type]
+        @staticmethod
+        def create(is_subgraph: bool, *args: Any, **kwargs: Any) -> Any:
+            if is_subgraph:
+                return Base.create(is_subgraph, *args, **kwargs)
+            return StableWrapper()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.header.writeline("from spyre_shims import runtime as _shim_rt")
+
+        def generate_extern_kernel_out(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+            if not args and not kwargs and ind.node_device_type(node) == device:
+                op = ind.extern_op_name(node)
+                if op in _backend_for(device).extern_ops and getattr(node, "output_view", None) is None:
+                    emit_kernel(self, device, capture_extern(self, device, node, op))
+                    return None
+                record_fallback(self, device, ind.fallback_op_name(node))
+            return super().generate_extern_kernel_out(node, *args, **kwargs)
+
+        def generate_extern_kernel_alloc(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+            if ind.node_device_type(node) == device:
+                record_fallback(self, device, ind.fallback_op_name(node))
+            return super().generate_extern_kernel_alloc(node, *args, **kwargs)
+
+        def generate_fallback_kernel(self, node: Any, *args: Any, **kwargs: Any) -> Any:
+            if ind.node_device_type(node) == device:
+                record_fallback(self, device, ind.fallback_op_name(node))
+            return super().generate_fallback_kernel(node, *args, **kwargs)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            state = getattr(self, "_shim_state", None)
+            if state is not None:
+                graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]))
+                ref = _backend_for(device).ref()
+                self.header.writeline(
+                    f"_shim_rt.graph_loaded({device!r}, {ref!r}, {kir.to_json(graph)!r})")
+            return super().generate(*args, **kwargs)
+
+    StableWrapper.__name__ = StableWrapper.__qualname__ = f"{device.capitalize()}WrapperCodegen"
+    return StableWrapper
+
+
+def _make_op_overrides() -> Any:
+    Base = ind.get("DeviceOpOverrides")
+
+    class HostOpOverrides(Base):  # type: ignore[misc,valid-type]
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"def {name}(device_index): return 0"
+
+        def set_device(self, device_idx: int) -> str:
+            return "pass"
+
+        def synchronize(self) -> str:
+            return "pass"
+
+        def device_guard(self, device_idx: int) -> str:
+            return "contextlib.nullcontext()"
+
+    return HostOpOverrides()
+
+
+def _make_interface(backend: Backend) -> type:
+    Base = ind.get("DeviceInterface")
+    p = backend.properties()
+    props = types.SimpleNamespace(name=p.name, multi_processor_count=p.cores, total_memory=p.memory_bytes,
+                                  major=0, minor=0, max_threads_per_block=1024, warp_size=1)
+
+    @contextmanager
+    def _device_ctx(device: Any = None) -> Any:
+        yield
+
+    class Worker:
+        @staticmethod
+        def set_device(device: int) -> None:
+            pass
+
+        @staticmethod
+        def current_device() -> int:
+            return 0
+
+        @staticmethod
+        def get_device_properties(device: Any = None) -> Any:
+            return props
+
+    class HostDeviceInterface(Base):  # type: ignore[misc,valid-type]
+        device = staticmethod(_device_ctx)  # type: ignore[assignment]
+
+    HostDeviceInterface.Worker = Worker  # type: ignore[misc]
+    for name, fn in {
+        "current_device": lambda: 0,
+        "set_device": lambda device: None,
+        "maybe_exchange_device": lambda device: 0,
+        "exchange_device": lambda device: 0,
+        "device_count": lambda: 1,
+        "is_available": lambda: True,
+        "synchronize": lambda device=None: None,
+        "get_raw_stream": lambda device_idx: 0,
+        "get_compute_capability": lambda device=None: 0,
+        "is_bf16_supported": lambda including_emulation=False: p.bf16,
+        "get_device_properties": lambda device=None: props,
+        "memory_allocated": lambda device=None: 0,
+    }.items():
+        setattr(HostDeviceInterface, name, staticmethod(fn))
+    return HostDeviceInterface
+
+
+def _make_cache_pass(backend: Backend) -> Any:
+    """A no-op per-device graph pass whose uuid puts the backend's identity in
+    Inductor's FX graph cache key (so a changed backend never reuses stale code)."""
+    Base = ind.custom_pass_base()
+    if Base is None:
+        return None
+    from .. import __file__ as shims_init
+    import pathlib
+
+    src = b"".join(p.read_bytes() for p in sorted(pathlib.Path(shims_init).parent.rglob("*.py")))
+    key = hashlib.sha256(src + backend.cache_key().encode()).hexdigest()
+
+    class BackendIdentity(Base):  # type: ignore[misc,valid-type]
+        def __call__(self, gm: Any) -> None:
+            return None
+
+        def uuid(self) -> str:
+            return key
+
+    return BackendIdentity()
+
+
+def install(backend: Backend) -> None:
+    """Register Inductor scheduling, wrapper, op overrides and device interface."""
+    device = backend.device
+    scheduling = _make_scheduling(device)
+    wrapper = _make_wrapper(device)
+    ind.register_backend(device, scheduling, wrapper, custom_pass=_make_cache_pass(backend))
+    ind.get("register_device_op_overrides")(device, _make_op_overrides())
+    ind.get("register_interface_for_device")(device, _make_interface(backend))

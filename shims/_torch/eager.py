@@ -1,0 +1,186 @@
+"""Eager execution for a host-backed device: every aten op on device tensors
+runs on CPU aliases of the same memory.
+
+A boxed fallback covers all ops; explicit kernels handle allocation, copies
+across devices, resizing and the metadata-only view ops (redispatched to the
+CPU kernels, which only touch sizes/strides and keep the device).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+_aten = torch.ops.aten
+
+
+class HostBackedDevice:
+    """The eager runtime of one host-backed device type."""
+
+    def __init__(self, name: str, adapter: Any) -> None:
+        self.name = name
+        self.adapter = adapter
+        self.op_counts: collections.Counter[str] = collections.Counter()
+        self._libs: list[torch.library.Library] = []
+
+    # -------------------------------------------------------------- conversions
+    def device(self, index: int | None = 0) -> torch.device:
+        return torch.device(self.name, index or 0)
+
+    def host_view(self, t: torch.Tensor) -> torch.Tensor:
+        """A CPU tensor aliasing the memory of device tensor ``t``."""
+        host = self.adapter.host_storage(t.untyped_storage())
+        out = torch.empty(0, dtype=t.dtype)
+        out.set_(host, t.storage_offset(), t.size(), t.stride())
+        return out
+
+    def wrap(self, host_t: torch.Tensor, storages: dict[int, torch.UntypedStorage] | None = None) -> torch.Tensor:
+        """A device tensor aliasing CPU tensor ``host_t`` (zero copy)."""
+        hst = host_t.untyped_storage()
+        dev = (storages or {}).get(hst.data_ptr()) if hst.data_ptr() else None
+        if dev is None:
+            dev = self.adapter.device_storage(hst, self.device())
+        return self.adapter.make_tensor(dev, host_t.dtype, host_t.size(), host_t.stride(), host_t.storage_offset())
+
+    def empty_strided(self, size: Any, stride: Any, dtype: torch.dtype | None) -> torch.Tensor:
+        host = torch.empty_strided(size, stride, dtype=dtype or torch.get_default_dtype())
+        return self.wrap(host)
+
+    # -------------------------------------------------------------- kernels
+    def _is_dev(self, x: Any) -> bool:
+        return isinstance(x, torch.Tensor) and x.device.type == self.name
+
+    def _to_host(self, x: Any) -> Any:
+        if self._is_dev(x):
+            return self.host_view(x)
+        if isinstance(x, torch.device) and x.type == self.name:
+            return torch.device("cpu")
+        if isinstance(x, str) and x.split(":")[0] == self.name:
+            return "cpu"
+        return x
+
+    def fallback(self, op: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run ``op`` on host aliases; map results back to device tensors."""
+        self.op_counts[str(op)] += 1
+        flat_in, _ = tree_flatten((args, kwargs))
+        dev_inputs = [x for x in flat_in if self._is_dev(x)]
+        storages = {self.adapter.host_storage(x.untyped_storage()).data_ptr(): x.untyped_storage() for x in dev_inputs}
+        # out= tensors get a private host buffer: a CPU kernel may resize (reallocate)
+        # it, which must not pull memory from under other views of the device storage.
+        outs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        out_names = _out_arg_names(op)
+
+        def to_host(key: str | None, x: Any) -> Any:
+            if key in out_names and self._is_dev(x):
+                tmp = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype)
+                outs.append((x, tmp))
+                return tmp
+            return tree_map(self._to_host, x)
+
+        h_args = tuple(to_host(None, a) for a in args)
+        h_kwargs = {k: to_host(k, v) for k, v in kwargs.items()}
+        out = op(*h_args, **h_kwargs)
+        for dev_t, tmp in outs:
+            if dev_t.shape != tmp.shape or dev_t.stride() != tmp.stride():
+                self._resize(dev_t, tmp.shape)
+                dev_t = self.adapter.set_metadata(dev_t, dev_t.untyped_storage(), tmp.size(), tmp.stride(),
+                                                  dev_t.storage_offset())
+            self.host_view(dev_t).copy_(tmp)
+        explicit = kwargs.get("device")
+        if explicit is not None and torch.device(explicit).type != self.name:
+            return out  # the op was asked for a result on another device
+        schema = op._schema
+        if out is None:
+            return None
+        flat_out, spec = tree_flatten(out)
+        returns = list(schema.returns)
+        mapped = []
+        for k, o in enumerate(flat_out):
+            if not isinstance(o, torch.Tensor):
+                mapped.append(o)
+                continue
+            writer = self._written_arg(schema, returns[k] if k < len(returns) else None, args, kwargs)
+            mapped.append(writer if writer is not None else self.wrap(o, storages))
+        return tree_unflatten(mapped, spec)
+
+    @staticmethod
+    def _written_arg(schema: Any, ret: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """For in-place/out= returns, the device tensor argument they alias."""
+        if ret is None or ret.alias_info is None or not ret.alias_info.is_write:
+            return None
+        target = set(ret.alias_info.before_set)
+        for i, a in enumerate(schema.arguments):
+            info = a.alias_info
+            if info is None or not info.is_write or not (set(info.before_set) & target):
+                continue
+            if a.kwarg_only or i >= len(args):
+                return kwargs.get(a.name)
+            return args[i]
+        return None
+
+    def _copy_from(self, src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+        s = self.host_view(src) if self._is_dev(src) else src
+        if self._is_dev(dst):
+            self.host_view(dst).copy_(s)
+        else:
+            dst.copy_(s)
+        return dst
+
+    def _copy_from_and_resize(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+        if dst.shape != src.shape:
+            dst.resize_(src.shape)
+        return self._copy_from(src, dst)
+
+    def _resize(self, t: torch.Tensor, size: Any, memory_format: Any = None) -> torch.Tensor:
+        size = list(size)
+        contiguous = torch.empty(size, device="meta").stride()
+        need = t.storage_offset() + sum((s - 1) * st for s, st in zip(size, contiguous)) + 1 if all(size) else 0
+        need_bytes = need * t.element_size()
+        dev = t.untyped_storage()
+        if need_bytes > dev.nbytes():
+            old = self.adapter.host_storage(dev)
+            host = torch.UntypedStorage(need_bytes)
+            host[: old.nbytes()].copy_(old) if old.nbytes() else None
+            dev = self.adapter.device_storage(host, t.device)
+        return self.adapter.set_metadata(t, dev, size, contiguous, t.storage_offset())
+
+    def install(self) -> None:
+        """Register the fallback and explicit kernels for PrivateUse1."""
+        fb = torch.library.Library("_", "IMPL")  # noqa: TOR901 - a fallback needs the "_" namespace
+        fb.fallback(self.fallback, dispatch_key="PrivateUse1")
+        lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
+        a = self.adapter
+
+        def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):  # type: ignore[no-untyped-def]
+            return self.empty_strided(size, torch.empty(size, device="meta").stride(), dtype)
+
+        def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):  # type: ignore[no-untyped-def]
+            return self.empty_strided(size, stride, dtype)
+
+        lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
+        lib.impl("empty_strided", empty_strided, "PrivateUse1")
+        lib.impl("_copy_from", self._copy_from, "PrivateUse1")
+        lib.impl("_copy_from_and_resize", self._copy_from_and_resize, "PrivateUse1")
+        lib.impl("resize_", self._resize, "PrivateUse1")
+        for name, op in (("as_strided", _aten.as_strided.default), ("view", _aten.view.default),
+                         ("_reshape_alias", _aten._reshape_alias.default), ("unfold", _aten.unfold.default)):
+            lib.impl(name, _redispatch(a, op), "PrivateUse1")
+        self._libs = [fb, lib]
+
+
+@functools.cache
+def _out_arg_names(op: Any) -> frozenset[str]:
+    """Keyword-only arguments an op writes (its ``out=`` tensors)."""
+    return frozenset(a.name for a in op._schema.arguments
+                     if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)
+
+
+def _redispatch(adapter: Any, op: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return adapter.redispatch_cpu(op, *args, **kwargs)
+
+    return run

@@ -1,0 +1,213 @@
+"""Inductor internals, resolved once for the installed release.
+
+Everything the shims need from ``torch._inductor`` / ``torch._dynamo`` goes
+through this module: symbols that moved are looked up in each known location
+(feature detection), and call signatures that changed are normalised here.
+``surface.toml`` lists the same symbols for the probe and the matrix report.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import UnsupportedTorchError
+from .version import WINDOW_TEXT, installed, require_window
+
+
+def resolve(feature: str, *locations: str) -> Any:
+    """The first of ``"module:attr.path"`` locations that exists."""
+    for loc in locations:
+        mod_name, _, path = loc.partition(":")
+        try:
+            obj: Any = importlib.import_module(mod_name)
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            return obj
+        except (ImportError, AttributeError):
+            continue
+    raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT, f"none of {', '.join(locations)} exists")
+
+
+def has_param(fn: Any, name: str) -> bool:
+    """Feature detection on a signature."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@functools.cache
+def _ns() -> dict[str, Any]:
+    require_window("Inductor backend registration")
+    return {
+        "V": resolve("kernel_ir.capture", "torch._inductor.virtualized:V"),
+        "ir": importlib.import_module("torch._inductor.ir"),
+        "BaseScheduling": resolve("backend.scheduling", "torch._inductor.scheduler:BaseScheduling"),
+        "Kernel": resolve("backend.scheduling", "torch._inductor.codegen.common:Kernel"),
+        "PythonWrapperCodegen": resolve(
+            "backend.wrapper",
+            "torch._inductor.codegen.wrapper:PythonWrapperCodegen",
+            "torch._inductor.codegen.wrapper:WrapperCodeGen",
+        ),
+        "DeviceOpOverrides": resolve("backend.register", "torch._inductor.codegen.common:DeviceOpOverrides"),
+        "register_backend_for_device": resolve(
+            "backend.register", "torch._inductor.codegen.common:register_backend_for_device"),
+        "register_device_op_overrides": resolve(
+            "backend.register", "torch._inductor.codegen.common:register_device_op_overrides"),
+        "DeviceInterface": resolve("backend.register", "torch._dynamo.device_interface:DeviceInterface"),
+        "register_interface_for_device": resolve(
+            "backend.register", "torch._dynamo.device_interface:register_interface_for_device"),
+        "get_interface_for_device": resolve(
+            "backend.register", "torch._dynamo.device_interface:get_interface_for_device"),
+        "OrderedSet": resolve("backend.capabilities", "torch.utils._ordered_set:OrderedSet"),
+        "config": importlib.import_module("torch._inductor.config"),
+    }
+
+
+def get(name: str) -> Any:
+    """An Inductor symbol by its stable short name (see :func:`_ns`)."""
+    return _ns()[name]
+
+
+def register_backend(device: str, scheduling: Any, wrapper: Any, *, custom_pass: Any = None) -> None:
+    """``register_backend_for_device`` with release-dependent arguments by keyword.
+
+    2.9 inserted ``device_fx_wrapper_codegen`` before ``device_custom_pass``, so
+    everything after the third argument is passed by keyword, and only if the
+    installed release has that parameter.
+    """
+    fn = get("register_backend_for_device")
+    kwargs: dict[str, Any] = {}
+    if custom_pass is not None and has_param(fn, "device_custom_pass"):
+        kwargs["device_custom_pass"] = custom_pass
+    fn(device, scheduling, wrapper, **kwargs)
+
+
+def supports_custom_pass() -> bool:
+    """2.8+: a per-device post-grad pass (also part of the FX graph cache key)."""
+    return has_param(get("register_backend_for_device"), "device_custom_pass")
+
+
+def custom_pass_base() -> Any:
+    """Base class of a cacheable custom graph pass (has ``uuid()``), or None."""
+    for loc in ("torch._inductor.custom_graph_pass:CustomGraphModulePass",
+                "torch._inductor.custom_graph_pass:CustomGraphPass"):
+        try:
+            return resolve("backend.cache_key", loc)
+        except UnsupportedTorchError:
+            continue
+    return None
+
+
+def backend_features(names: frozenset[str]) -> Any:
+    """Inductor ``BackendFeature`` members for stable feature names (those the
+    installed release knows)."""
+    enum = resolve("backend.capabilities", "torch._inductor.codegen.common:BackendFeature")
+    members = [getattr(enum, n.upper()) for n in sorted(names) if hasattr(enum, n.upper())]
+    return get("OrderedSet")(members)
+
+
+# ------------------------------------------------------------------ graph queries
+
+def graph() -> Any:
+    return get("V").graph
+
+
+def dtype_of(name: str) -> Any:
+    return graph().get_dtype(name)
+
+
+def real_name(name: str) -> str:
+    """The wrapper-level name of a buffer (mutations write to their target)."""
+    sched = getattr(graph(), "scheduler", None)
+    renames = getattr(sched, "mutation_real_name", {}) if sched is not None else {}
+    seen = set()
+    while name in renames and name not in seen:
+        seen.add(name)
+        name = renames[name]
+    return name
+
+
+def layout_of(name: str) -> Any:
+    """The layout of a buffer or graph input."""
+    g = graph()
+    if name in g.graph_inputs:
+        return g.graph_inputs[name].get_layout()
+    return g.get_buffer(name).get_layout()
+
+
+def output_names() -> set[str]:
+    return set(graph().get_output_names())
+
+
+def removable(name: str, fused: set[str]) -> bool:
+    """True when ``name`` is produced and consumed only inside ``fused``."""
+    sched = graph().scheduler
+    fn = getattr(sched, "can_buffer_be_removed_through_fusion", None)
+    if fn is None:
+        return False
+    return bool(fn(name, get("OrderedSet")(fused))) and name not in output_names()
+
+
+def mark_removed(name: str) -> None:
+    graph().removed_buffers.add(name)
+
+
+def is_removed(name: str) -> bool:
+    return name in graph().removed_buffers
+
+
+def replay_body(snode: Any, handler: Any, ivars: Sequence[Any], rvars: Sequence[Any]) -> None:
+    """Run a SchedulerNode's LoopBody with ``handler`` as the ops handler."""
+    V = get("V")
+    with V.set_ops_handler(handler):
+        snode._body(list(ivars), list(rvars))
+
+
+def node_outputs(snode: Any) -> list[str]:
+    """Buffer names a scheduler node writes."""
+    if hasattr(snode, "get_outputs"):
+        return [b.get_name() for b in snode.get_outputs()]
+    return [snode.get_name()]
+
+
+def node_group(snode: Any) -> tuple[Any, Any]:
+    """``(numel, reduction numel)`` of a scheduler node as Inductor groups it."""
+    return tuple(snode.group[1])  # type: ignore[return-value]
+
+
+def node_io(snode: Any) -> tuple[set[str], set[str]]:
+    rw = snode.read_writes
+    return {d.name for d in rw.reads}, {d.name for d in rw.writes}
+
+
+def operand(node: Any) -> tuple[str, Any]:
+    """``(buffer name, layout)`` of an extern-kernel input, unwrapping views."""
+    ir = get("ir")
+    if isinstance(node, ir.ReinterpretView):
+        return node.data.get_name(), node.layout
+    if hasattr(node, "get_name") and hasattr(node, "get_layout"):
+        return node.get_name(), node.get_layout()
+    raise TypeError(f"unsupported extern operand {type(node).__name__}")
+
+
+def extern_op_name(node: Any) -> str:
+    """``mm`` for ``aten.mm.default`` / ``extern_kernels.mm``."""
+    op = getattr(node, "op_overload", None)
+    if op is not None:
+        return str(op).split(".")[1] if str(op).startswith("aten.") else str(op)
+    return str(getattr(node, "python_kernel_name", "") or "").rsplit(".", 1)[-1]
+
+
+def fallback_op_name(node: Any) -> str:
+    op = getattr(node, "op_overload", None) or getattr(node, "python_kernel_name", None)
+    return str(op) if op is not None else type(node).__name__
+
+
+def node_device_type(node: Any) -> str | None:
+    dev = node.get_device() if hasattr(node, "get_device") else None
+    return dev.type if dev is not None else None

@@ -1,0 +1,42 @@
+"""Choose the adapter that serves each stable-API feature on the installed torch.
+
+Feature detection decides; each adapter's ``RELEASES`` documents the range it was
+written for and breaks ties. The choice is recorded for the probe and the matrix.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+from packaging.specifiers import SpecifierSet
+
+from ..errors import UnsupportedTorchError
+from .version import WINDOW_TEXT, installed
+
+#: feature -> adapter module name, filled as adapters are chosen.
+ACTIVE: dict[str, str] = {}
+
+
+def _pick(feature: str, candidates: list[str]) -> ModuleType:
+    import importlib
+
+    usable = []
+    for name in candidates:
+        mod = importlib.import_module(f"{__package__}.adapters.{name}")
+        if mod.available():
+            usable.append(mod)
+    if not usable:
+        raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT,
+                                    f"no adapter works here (tried {', '.join(candidates)})")
+    # Tiebreak: prefer the adapter whose documented range covers this release.
+    usable.sort(key=lambda m: installed() not in SpecifierSet(m.RELEASES))
+    chosen = usable[0]
+    ACTIVE[feature] = chosen.__name__.rsplit(".", 1)[-1]
+    return chosen
+
+
+@functools.cache
+def host_device() -> ModuleType:
+    """Adapter creating host-backed PrivateUse1 tensors."""
+    return _pick("device.host_backed", ["host_device_acc"])

@@ -1,0 +1,32 @@
+"""The supported torch window and the installed release, compared with packaging."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..errors import UnsupportedTorchError
+
+#: Every minor release from 2.6 to 2.15 is supported from one commit.
+WINDOW = SpecifierSet(">=2.6,<2.16")
+WINDOW_TEXT = "2.6 - 2.15"
+
+
+@functools.cache
+def installed() -> Version:
+    """The installed torch release without local tags (``2.13.0+cpu`` -> ``2.13.0``)."""
+    return Version(Version(torch.__version__).base_version)
+
+
+def in_window(version: Version | None = None) -> bool:
+    """True when ``version`` (default: the installed torch) is in the window."""
+    return (version or installed()) in WINDOW
+
+
+def require_window(feature: str = "spyre-adapter") -> None:
+    """Raise :class:`UnsupportedTorchError` when the installed torch is outside the window."""
+    if not in_window():
+        raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT, "release outside the window")

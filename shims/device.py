@@ -1,0 +1,105 @@
+"""Host-backed accelerator devices: a PyTorch device whose memory is host RAM.
+
+:func:`register_host_device` turns PrivateUse1 into a named device (for example
+``"spyre"``) whose tensors alias CPU memory; every eager aten op on them runs on
+the host, so the device behaves like any other (``.to()``, printing, autograd,
+views) while compiled kernels run on the vendor's emulator. One device type per
+process (PrivateUse1 can be renamed once).
+"""
+
+from __future__ import annotations
+
+import types
+from collections import Counter
+from typing import Any
+
+import torch
+
+from ._torch import select
+from ._torch.eager import HostBackedDevice
+from ._torch.version import require_window
+
+__all__ = ["register_host_device", "registered_device", "host_view", "host_flat", "wrap_host", "eager_op_counts"]
+
+_DEVICE: HostBackedDevice | None = None
+
+_MODULE_DEFAULTS: dict[str, Any] = {
+    "is_available": lambda: True,
+    "is_initialized": lambda: True,
+    "_is_in_bad_fork": lambda: False,
+    "device_count": lambda: 1,
+    "current_device": lambda: 0,
+    "set_device": lambda device: None,
+    "synchronize": lambda device=None: None,
+    "manual_seed_all": lambda seed: None,
+    "manual_seed": lambda seed: None,
+    "get_rng_state": lambda device=None: torch.get_rng_state(),
+    "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
+    "is_bf16_supported": lambda including_emulation=True: True,
+}
+
+
+def register_host_device(name: str, module: Any = None) -> types.ModuleType:
+    """Create device ``name`` backed by host memory and return ``torch.<name>``.
+
+    ``module`` supplies the device module's functions (``is_available``,
+    ``device_count``, ``synchronize``...); missing ones get host defaults.
+    Idempotent for the same name; a second, different name raises.
+    """
+    global _DEVICE
+    require_window(f"device {name!r}")
+    if _DEVICE is not None:
+        if _DEVICE.name != name:
+            raise RuntimeError(f"PrivateUse1 is already registered as {_DEVICE.name!r}; cannot add {name!r}")
+        return getattr(torch, name)
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", name):
+        raise RuntimeError(f"PrivateUse1 is already taken by {current!r}; cannot register {name!r}")
+    mod = types.ModuleType(f"torch.{name}", f"The {name!r} host-backed device.")
+    for key, fn in _MODULE_DEFAULTS.items():
+        setattr(mod, key, fn)
+    if module is not None:
+        for key in dir(module):
+            if not key.startswith("__"):
+                setattr(mod, key, getattr(module, key))
+    adapter = select.host_device()
+    adapter.setup(name, mod)
+    dev = HostBackedDevice(name, adapter)
+    dev.install()
+    _DEVICE = dev
+    return mod
+
+
+def registered_device() -> str | None:
+    """The registered host-backed device name, if any."""
+    return _DEVICE.name if _DEVICE is not None else None
+
+
+def _device() -> HostBackedDevice:
+    if _DEVICE is None:
+        raise RuntimeError("no host-backed device is registered")
+    return _DEVICE
+
+
+def host_view(t: torch.Tensor) -> torch.Tensor:
+    """The CPU tensor aliasing device tensor ``t`` (same sizes, strides, memory)."""
+    return _device().host_view(t)
+
+
+def host_flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D CPU view of ``t``'s storage from ``t``'s first element to the end:
+    the address space kernels index into."""
+    dev = _device()
+    h = dev.host_view(t) if t.device.type == dev.name else t
+    n = h.untyped_storage().nbytes() // h.element_size() - h.storage_offset()
+    return h.as_strided((max(n, 0),), (1,), h.storage_offset())
+
+
+def wrap_host(t: torch.Tensor) -> torch.Tensor:
+    """A device tensor aliasing CPU tensor ``t`` (zero copy)."""
+    return _device().wrap(t)
+
+
+def eager_op_counts() -> Counter[str]:
+    """How often each aten op ran eagerly (on the host) on device tensors."""
+    return Counter(_device().op_counts) if _DEVICE is not None else Counter()

@@ -1,0 +1,101 @@
+"""Run-time entry points called by Inductor's generated host code.
+
+Generated code is self-contained: each kernel's payload is embedded in it, so a
+program loaded from Inductor's cache in a fresh process works without the
+compile-time state (the backend is imported from its recorded reference).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from . import index as _index
+from .backend import Backend, Launch, get_backend, register_backend
+from .device import host_flat
+from .kernel_ir import GraphIR, from_json
+
+__all__ = ["load_kernel", "graph_loaded", "capture_graphs", "LoadedKernel"]
+
+_lock = threading.Lock()
+_captures: list[list[GraphIR]] = []
+
+
+def _backend(device: str, ref: str) -> Backend:
+    backend = get_backend(device)
+    if backend is None:
+        mod, _, attr = ref.partition(":")
+        obj: Any = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        backend = obj() if isinstance(obj, type) else obj
+        if get_backend(device) is None:
+            register_backend(backend)
+        backend = get_backend(device) or backend
+    return backend
+
+
+class LoadedKernel:
+    """A compiled kernel bound to its argument names."""
+
+    def __init__(self, name: str, args: list[str], symbols: list[str], launch: Launch) -> None:
+        self.name = name
+        self.args = tuple(args)
+        self.symbols = tuple(_index.index_symbol(s) for s in symbols)
+        self.launch = launch
+
+    def __call__(self, *tensors: torch.Tensor, **sizes: int) -> None:
+        bufs = {name: host_flat(t) for name, t in zip(self.args, tensors)}
+        self.launch(bufs, {_index.index_symbol(k): int(v) for k, v in sizes.items()})
+
+    def __repr__(self) -> str:
+        return f"LoadedKernel({self.name}, args={self.args})"
+
+
+def _reference_launch(payload: str) -> Launch:
+    from .reference import run_kernel
+
+    kernel = from_json(payload)
+
+    def launch(buffers: Any, sizes: Any) -> None:
+        run_kernel(kernel, dict(buffers), sizes)
+
+    return launch
+
+
+def load_kernel(device: str, envelope: str) -> LoadedKernel:
+    """Load one kernel of a generated program (see ``bridge.emit``)."""
+    env = json.loads(envelope)
+    if env["kind"] == "reference":
+        launch = _reference_launch(env["payload"])
+    else:
+        launch = _backend(device, env["backend"]).load(env["payload"])
+    return LoadedKernel(env["name"], env["args"], env["symbols"], launch)
+
+
+def graph_loaded(device: str, ref: str, graph_json: str) -> None:
+    """Announce a compiled graph to its backend (fresh compile or cache hit)."""
+    graph = from_json(graph_json)
+    with _lock:
+        for sink in _captures:
+            sink.append(graph)
+    _backend(device, ref).on_graph(graph)
+
+
+@contextmanager
+def capture_graphs() -> Iterator[list[GraphIR]]:
+    """Collect the :class:`GraphIR` of every graph compiled or loaded inside."""
+    sink: list[GraphIR] = []
+    with _lock:
+        _captures.append(sink)
+    try:
+        yield sink
+    finally:
+        with _lock:
+            _captures.remove(sink)
