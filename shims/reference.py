@@ -115,8 +115,14 @@ def _check_bounds(idx: torch.Tensor, n: int, what: str, mask: torch.Tensor | Non
     return idx
 
 
-def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype) -> Any:
-    """Reduce over the trailing (reduction) dims, keeping them as size 1."""
+def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits: int = 1) -> Any:
+    """Reduce over the trailing (reduction) dims, keeping them as size 1.
+
+    ``splits`` > 1 reduces ``splits`` contiguous chunks separately and combines
+    the partials, as a device that spreads one reduction over cores does.
+    """
+    if splits > 1 and kind != "welford_combine":
+        return _split_reduce(kind, value, ndim_box, out_dtype, splits)
 
     def flat(v: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
         v = v.expand(*shape) if list(v.shape) != list(shape) else v
@@ -174,6 +180,46 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype) -> Any
     return keep(r.to(cd), shape)
 
 
+def _split_reduce(kind: str, value: torch.Tensor, ndim_box: int, out_dtype: torch.dtype, splits: int) -> Any:
+    shape = list(value.shape)
+    flat = value.reshape(*shape[:ndim_box], -1)
+    chunks = [c for c in torch.tensor_split(flat, splits, dim=-1) if c.shape[-1] > 0]
+    parts = [_reduce(kind, c, ndim_box, out_dtype) for c in chunks]
+    keep = [1] * (len(shape) - ndim_box)
+
+    def fix(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(*shape[:ndim_box], *keep)
+
+    if kind in ("sum", "xor_sum", "prod", "max", "min", "any"):
+        combine = {"sum": lambda a, b: a + b, "xor_sum": lambda a, b: a ^ b, "prod": lambda a, b: a * b,
+                   "max": torch.maximum, "min": torch.minimum, "any": torch.logical_or}[kind]
+        out = parts[0]
+        for p in parts[1:]:
+            out = combine(out, p)
+        return fix(out)
+    if kind in ("argmax", "argmin"):
+        vals = torch.stack([_reduce("max" if kind == "argmax" else "min", c, ndim_box, c.dtype).reshape(-1)
+                            for c in chunks])
+        offs = torch.tensor([0] + [c.shape[-1] for c in chunks[:-1]]).cumsum(0)
+        idx = torch.stack([p.reshape(-1) + o for p, o in zip(parts, offs)])
+        nan = torch.isnan(vals) if vals.is_floating_point() else torch.zeros_like(vals, dtype=torch.bool)
+        key = torch.where(nan, torch.full_like(vals, float("inf") if kind == "argmax" else float("-inf")), vals) \
+            if vals.is_floating_point() else vals
+        best = (key.argmax(0) if kind == "argmax" else key.argmin(0))
+        has_nan = nan.any(0)
+        best = torch.where(has_nan, nan.int().argmax(0), best)
+        return fix(idx.gather(0, best[None])[0])
+    if kind == "welford_reduce":
+        return _reduce("welford_combine", tuple(torch.cat(ts, -1) for ts in zip(*parts)), ndim_box, out_dtype)
+    if kind == "online_softmax_reduce":
+        ms = torch.cat([p[0] for p in parts], -1)
+        ss = torch.cat([p[1] for p in parts], -1)
+        m = ms.amax(-1, keepdim=True)
+        fm = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        return fix(m), fix((ss * torch.exp(ms - fm)).sum(-1, keepdim=True))
+    raise NotImplementedError(f"split reduction {kind!r}")
+
+
 @functools.lru_cache(maxsize=1024)
 def _bodies_have_atomic(body: tuple[Instr, ...]) -> bool:
     return any(i.op == "store" and len(i.args) > 3 and i.args[3] == "atomic_add" for i in body)
@@ -184,9 +230,11 @@ def run_loop_kernel(
     buffers: MutableMapping[str, torch.Tensor],
     box: Box | None = None,
     sizes: Mapping[sympy.Symbol, int] | None = None,
+    reduction_splits: int = 1,
 ) -> None:
     """Evaluate ``kernel`` over ``box`` (default: everything), reading and writing
-    the flat 1-D tensors in ``buffers`` (keyed by buffer name)."""
+    the flat 1-D tensors in ``buffers`` (keyed by buffer name). Reductions are
+    computed in ``reduction_splits`` chunks combined afterwards."""
     sizes = dict(sizes or {})
     box = box if box is not None else full_box(kernel, sizes)
     tile = _Tile(kernel, box, sizes)
@@ -263,7 +311,7 @@ def run_loop_kernel(
             v = tuple(torch.as_tensor(val(x)) for x in v) if isinstance(v, tuple) else torch.as_tensor(val(v))
             if not isinstance(v, tuple):
                 v = v.expand(*tile.shape) if list(v.shape) != tile.shape else v
-            out = _reduce(kind, v, nbox, torch_dtype(dt))
+            out = _reduce(kind, v, nbox, torch_dtype(dt), reduction_splits)
             reduced = True
         elif op == "getitem":
             out = val(args[0])[args[1]]
@@ -325,7 +373,7 @@ def run_extern(kernel: Any, buffers: Mapping[str, torch.Tensor], sizes: Mapping[
 
 
 def run_kernel(kernel: Any, buffers: MutableMapping[str, torch.Tensor],
-               sizes: Mapping[sympy.Symbol, int] | None = None) -> None:
+               sizes: Mapping[sympy.Symbol, int] | None = None, reduction_splits: int = 1) -> None:
     """Run a whole :class:`KernelGroup` or :class:`ExternKernel` on the host.
 
     ``buffers`` maps argument names to flat tensors; internal buffers of a
@@ -338,6 +386,6 @@ def run_kernel(kernel: Any, buffers: MutableMapping[str, torch.Tensor],
             if spec.role == "internal" and spec.name not in bufs:
                 bufs[spec.name] = torch.empty(concrete(spec.storage_numel, sizes), dtype=torch_dtype(spec.dtype))
         for lk in kernel.kernels:
-            run_loop_kernel(lk, bufs, None, sizes)
+            run_loop_kernel(lk, bufs, None, sizes, reduction_splits)
     else:
         run_extern(kernel, buffers, sizes)

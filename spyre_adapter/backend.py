@@ -1,0 +1,118 @@
+"""The Spyre backend: the stable API's :class:`~spyre_shims.backend.Backend`
+implemented with the scheduler, the program format and the emulator."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from spyre_shims import kernel_ir as kir
+from spyre_shims.backend import Backend, DeviceProperties, FusionCandidate, Launch, default_can_fuse
+from spyre_shims.errors import UnsupportedKernelError
+from spyre_shims.ops import POINTWISE
+
+from .emulator.executable import Executable
+from .machine import Machine
+from .program import Program, program_to_json
+from .report import REPORT
+from .scheduler.loops import plan_group
+from .scheduler.matmul import plan_matmul
+
+#: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
+#: run on the host reference evaluator (with a fallback warning).
+UNSUPPORTED_OPS = frozenset({
+    n for n in POINTWISE if n.startswith(("bessel_", "modified_bessel_", "scaled_modified_bessel_",
+                                           "spherical_bessel_", "chebyshev_", "shifted_chebyshev_",
+                                           "hermite_", "laguerre_", "legendre_"))
+} | {"airy_ai", "zeta", "igamma", "igammac", "gammainc", "gammaincc", "erfcx", "i0", "i0e", "i1", "i1e",
+     "ndtri", "log_ndtr", "polygamma", "digamma", "lgamma", "nextafter"})
+#: dtypes the card computes in (no 64-bit floating point, no complex).
+UNSUPPORTED_DTYPES = frozenset({"float64", "complex64", "complex128"})
+
+_machine = Machine.from_spec(os.environ.get("SPYRE_MACHINE"))
+
+
+def current_machine() -> Machine:
+    """The machine kernels are planned for and emulated on."""
+    return _machine
+
+
+@contextlib.contextmanager
+def use_machine(m: Machine) -> Iterator[Machine]:
+    """Plan and emulate on ``m`` inside the block (what-if studies)."""
+    global _machine
+    old, _machine = _machine, m
+    try:
+        yield m
+    finally:
+        _machine = old
+
+
+def set_machine(m: Machine) -> None:
+    """Plan and emulate on ``m`` from now on."""
+    global _machine
+    _machine = m
+
+
+def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    """The Spyre program for one kernel."""
+    if isinstance(kernel, kir.ExternKernel):
+        return plan_matmul(kernel, m, sizes, kernel.name)
+    return plan_group(kernel, m, sizes, kernel.name)
+
+
+def _check_supported(kernel: kir.Kernel) -> None:
+    if isinstance(kernel, kir.ExternKernel):
+        bad = [b.dtype for b in kernel.buffers if b.dtype in UNSUPPORTED_DTYPES]
+        if bad:
+            raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"{kernel.op} in {bad[0]}")
+        return
+    for lk in kernel.kernels:
+        for ins in lk.body:
+            if ins.op in UNSUPPORTED_OPS:
+                raise UnsupportedKernelError(f"op {ins.op}", lk.name, "no Spyre vector/SFU implementation")
+            if ins.dtype in UNSUPPORTED_DTYPES:
+                raise UnsupportedKernelError(f"dtype {ins.dtype}", lk.name, f"{ins.op} computes in {ins.dtype}")
+
+
+class SpyreBackend(Backend):
+    """Compiles Kernel IR into Spyre programs and runs them on the emulator."""
+
+    device = "spyre"
+    features = frozenset({"reduce_to_single_element"})
+
+    def compile(self, kernel: kir.Kernel) -> str:
+        _check_supported(kernel)
+        m = current_machine()
+        program = None if kernel.symbols else program_to_json(plan(kernel, m, {}))
+        return json.dumps({"ir": kir.to_json(kernel), "program": program, "machine": m.to_dict()})
+
+    def load(self, payload: str) -> Launch:
+        return Executable(payload, plan)
+
+    def can_fuse(self, first: FusionCandidate, second: FusionCandidate, vertical: bool) -> bool:
+        return default_can_fuse(first, second, vertical)
+
+    def properties(self) -> DeviceProperties:
+        m = current_machine()
+        return DeviceProperties(name="IBM Spyre (emulated)", cores=m.cores, memory_bytes=m.dram_bytes)
+
+    def on_graph(self, graph: kir.GraphIR) -> None:
+        REPORT.add_graph(graph)
+
+    def cache_key(self) -> str:
+        h = hashlib.sha256()
+        for path in sorted(Path(__file__).parent.rglob("*.py")):
+            h.update(path.read_bytes())
+        h.update(json.dumps(current_machine().to_dict(), sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def ref(self) -> str:
+        return "spyre_adapter.backend:SpyreBackend"

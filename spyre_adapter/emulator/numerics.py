@@ -1,0 +1,45 @@
+"""Numerics of a program: the Kernel IR evaluated vectorised over whole tiles,
+with the reduction order the program's division implies (split reductions and
+K-split matmuls combine per-core partials, as the card does)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+
+import sympy
+import torch
+
+from spyre_shims.reference import buffer_view, run_kernel
+
+from ..program import Program
+
+
+def run(p: Program, buffers: MutableMapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
+    """Execute ``p``'s numerics on flat host buffers."""
+    if p.kind == "loop":
+        run_kernel(p.kernel, buffers, sizes, reduction_splits=p.rsplit)
+    else:
+        _matmul(p, buffers, sizes)
+
+
+def _matmul(p: Program, buffers: Mapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
+    k = p.kernel
+    views = [buffer_view(buffers[b.name], b, sizes) for b in k.inputs]
+    out = buffer_view(buffers[k.output.name], k.output, sizes)
+    a, b = views[-2], views[-1]
+    acc = torch.float64 if out.dtype == torch.float64 else torch.float32
+    # fp32 accumulation per K chunk, chunks summed in core order (ring reduction).
+    res = None
+    for chunk_a, chunk_b in zip(torch.tensor_split(a, p.ksplit, dim=-1), torch.tensor_split(b, p.ksplit, dim=-2)):
+        if chunk_a.shape[-1] == 0:
+            continue
+        part = torch.matmul(chunk_a.to(acc), chunk_b.to(acc))
+        res = part if res is None else res + part
+    if res is None:
+        res = torch.zeros(out.shape, dtype=acc)
+    if k.op in ("addmm", "baddbmm"):
+        alpha, beta = k.attr("alpha", 1), k.attr("beta", 1)
+        res = res * alpha if alpha != 1 else res
+        if beta != 0:
+            res = res + beta * views[0].to(acc)
+    out.copy_(res.to(out.dtype))

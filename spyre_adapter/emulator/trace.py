@@ -1,0 +1,39 @@
+"""Chrome trace / Perfetto JSON of emulated device time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .timing import Timeline
+
+_TID = {"dma": 0, "ring": 1, "compute": 2, "sync": 3}
+
+
+def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[str, Any]]:
+    """Trace events for (kernel name, device start ns, timeline) launches: one
+    process per core, one thread per engine, plus a kernel track."""
+    out: list[dict[str, Any]] = []
+    cores: set[int] = set()
+    for name, start, tl in launches:
+        out.append({"name": name, "ph": "X", "pid": 0, "tid": 0, "ts": start / 1e3, "dur": tl.total_ns / 1e3,
+                    "cat": "kernel"})
+        for e in tl.events:
+            cores.add(e.core)
+            args = {"bytes": e.bytes, "tile": e.tile} if e.bytes else {"tile": e.tile}
+            out.append({"name": f"{e.op} {e.buffer}".strip(), "ph": "X", "pid": e.core + 1,
+                        "tid": _TID.get(e.engine, 4), "ts": (start + e.start) / 1e3,
+                        "dur": max(e.end - e.start, 1e-3) / 1e3, "cat": e.engine, "args": args})
+    out.append({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "kernels"}})
+    for c in sorted(cores):
+        out.append({"name": "process_name", "ph": "M", "pid": c + 1, "args": {"name": f"core {c}"}})
+        for eng, tid in _TID.items():
+            out.append({"name": "thread_name", "ph": "M", "pid": c + 1, "tid": tid, "args": {"name": eng}})
+    return out
+
+
+def write_trace(path: str | Path, launches: Iterable[tuple[str, float, Timeline]]) -> None:
+    """Write a trace loadable by chrome://tracing and ui.perfetto.dev."""
+    Path(path).write_text(json.dumps({"traceEvents": trace_events(launches), "displayTimeUnit": "ns"}))

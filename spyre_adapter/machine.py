@@ -1,0 +1,151 @@
+"""The IBM Spyre machine model: every parameter the scheduler and the emulator
+use, with its source, overridable for what-if studies.
+
+Sources (see ../shared/DESIGN.md):
+  [blog]  IBM Research, "Lifting the cover on the IBM Spyre accelerator"
+  [tsd]   torch-spyre docs/architecture and its cost model fitted on real cards
+  [rapid] RaPiD, ISCA 2021 (the core architecture Spyre descends from)
+  [fit]   fitted here to a torch-spyre measurement (see calibration.py)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Machine", "SOURCES", "DEFAULT"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """Spyre card parameters (units in the field names)."""
+
+    cores: int = 32
+    corelets_per_core: int = 2
+    pe_rows: int = 8
+    pe_cols: int = 8
+    clock_ghz: float = 1.5
+    peak_mac_per_ns_per_core: float = 1536.0
+    sustained_mac_per_ns_per_core: float = 1140.0
+    pe_full_rows: int = 64
+    lx_bytes: int = 2 * 1024 * 1024
+    lx_usable_bytes: int = 1_600_000
+    dram_bytes: int = 128 * 1024**3
+    dram_nominal_gbps: float = 204.8
+    dram_read_gbps: float = 150.0
+    dram_mixed_gbps: float = 105.0
+    core_dma_gbps: float = 96.0
+    ring_bytes_per_cycle: int = 128
+    stick_bytes: int = 128
+    span_bytes_per_core: int = 256 * 1024**2
+    vector_bytes_per_cycle: int = 128
+    sfu_cycles_per_stick: float = 4.0
+    kernel_launch_ns: float = 1500.0
+    dma_setup_ns: float = 120.0
+    sync_ns: float = 400.0
+
+    # ------------------------------------------------------------ derived
+    @property
+    def dram_write_gbps(self) -> float:
+        """Pure-write bandwidth implied by the read and the 50/50 mixed figures
+        (harmonic mixing: 1/mixed = 0.5/read + 0.5/write)."""
+        return 1.0 / (2.0 / self.dram_mixed_gbps - 1.0 / self.dram_read_gbps)
+
+    def dram_gbps(self, read_bytes: float, write_bytes: float) -> float:
+        """Sustained DRAM bandwidth for a traffic mix (harmonic in time)."""
+        total = read_bytes + write_bytes
+        if total <= 0:
+            return self.dram_read_gbps
+        return total / (read_bytes / self.dram_read_gbps + write_bytes / self.dram_write_gbps)
+
+    @property
+    def ring_gbps(self) -> float:
+        """Bandwidth of one ring link in one direction."""
+        return self.ring_bytes_per_cycle * self.clock_ghz
+
+    def stick_elems(self, itemsize: int) -> int:
+        """Elements per 128-byte stick for an element size."""
+        return max(self.stick_bytes // itemsize, 1)
+
+    def pe_efficiency(self, rows_per_core: int) -> float:
+        """PE-array efficiency for a per-core M extent: full with >= 64 rows
+        (8 passes of 8), else sqrt(passes / 8) [tsd]."""
+        passes = max(1, -(-rows_per_core // self.pe_rows))
+        full = self.pe_full_rows // self.pe_rows
+        return 1.0 if passes >= full else (passes / full) ** 0.5
+
+    # ------------------------------------------------------------ overrides
+    def replace(self, **changes: Any) -> "Machine":
+        """A copy with some parameters changed (unknown names raise)."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - names - {"lx_kib"}
+        if unknown:
+            raise ValueError(f"unknown machine parameter(s): {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(sorted(names))}")
+        if "lx_kib" in changes:
+            kib = int(changes.pop("lx_kib"))
+            changes["lx_bytes"] = kib * 1024
+            changes.setdefault("lx_usable_bytes", int(kib * 1024 * self.lx_usable_bytes / self.lx_bytes))
+        typed = {}
+        for f in dataclasses.fields(self):
+            if f.name in changes:
+                typed[f.name] = type(getattr(self, f.name))(changes[f.name])
+        return dataclasses.replace(self, **typed)
+
+    @classmethod
+    def from_spec(cls, spec: str | None) -> "Machine":
+        """``"cores=8,lx_kib=1024"`` or a path to a JSON/YAML file of overrides."""
+        if not spec:
+            return DEFAULT
+        path = Path(spec)
+        if path.suffix in (".json", ".yaml", ".yml") and path.exists():
+            if path.suffix == ".json":
+                data = json.loads(path.read_text())
+            else:
+                import yaml
+
+                data = yaml.safe_load(path.read_text())
+            return DEFAULT.replace(**data)
+        changes = {}
+        for item in spec.split(","):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"machine override {item!r} is not key=value")
+            changes[key.strip()] = float(value) if "." in value else int(value)
+        return DEFAULT.replace(**changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Parameters as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+DEFAULT = Machine()
+
+#: Where each default comes from.
+SOURCES: dict[str, str] = {
+    "cores": "[blog] 32 AI cores per card",
+    "corelets_per_core": "[blog]/[tsd] 2 corelets per core sharing one LX",
+    "pe_rows": "[rapid]/[tsd] 8x8 PE array per corelet",
+    "pe_cols": "[rapid]/[tsd] 8x8 PE array per corelet",
+    "clock_ghz": "[tsd] ~1.5 GHz (1536 MAC/ns per core / 1024 MAC per cycle)",
+    "peak_mac_per_ns_per_core": "[blog] 98.3 TFLOPS fp16 per card / 32 cores / 2 FLOP per MAC",
+    "sustained_mac_per_ns_per_core": "[tsd] fitted sustained matmul throughput",
+    "pe_full_rows": "[tsd] full PE efficiency needs >= 64 rows of M per core (8 passes of 8)",
+    "lx_bytes": "[blog]/[tsd] 2 MB scratchpad per core",
+    "lx_usable_bytes": "[tsd] ~1.6 MB usable for tensors",
+    "dram_bytes": "[blog] 128 GB LPDDR5",
+    "dram_nominal_gbps": "[blog] 204.8 GB/s LPDDR5",
+    "dram_read_gbps": "[tsd] ~150 GB/s sustained one direction",
+    "dram_mixed_gbps": "[tsd] ~105 GB/s mixed read/write",
+    "core_dma_gbps": "[fit] one core's DMA streaming rate (64 B/cycle), fitted to torch-spyre's 1-core softmax",
+    "ring_bytes_per_cycle": "[tsd] bidirectional ring, 128 B/cycle per direction",
+    "stick_bytes": "[tsd] 128-byte stick: the unit of layout and per-core work",
+    "span_bytes_per_core": "[tsd] 256 MB of contiguous device memory per tensor per core",
+    "vector_bytes_per_cycle": "[rapid] 1-D vector/SFU path: one stick per cycle per core",
+    "sfu_cycles_per_stick": "[fit] transcendental (exp, rsqrt, div...) cost per stick, fitted to torch-spyre softmax",
+    "kernel_launch_ns": "[fit] per-kernel launch/teardown, fitted to torch-spyre small-kernel times",
+    "dma_setup_ns": "[fit] per-DMA-descriptor setup",
+    "sync_ns": "[fit] cross-core barrier",
+}

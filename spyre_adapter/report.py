@@ -1,0 +1,113 @@
+"""What the emulated device did: kernels launched, modeled time, traffic,
+fallbacks. One report per process (``torch.spyre.report()``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from spyre_shims.kernel_ir import GraphIR
+
+from .emulator.metrics import Metrics
+from .emulator.timing import Timeline
+
+
+@dataclasses.dataclass
+class Launch:
+    name: str
+    start_ns: float
+    metrics: Metrics
+    timeline: Timeline
+
+
+class DeviceReport:
+    """Accumulates launches and compiled graphs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything recorded so far."""
+        with self._lock:
+            self.launches: list[Launch] = []
+            self.graphs: list[GraphIR] = []
+            self.clock_ns = 0.0
+            self.keep_timelines = False
+
+    def record(self, name: str, metrics: Metrics, timeline: Timeline) -> None:
+        with self._lock:
+            self.launches.append(Launch(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
+            self.clock_ns += metrics.modeled_ns
+
+    def add_graph(self, graph: GraphIR) -> None:
+        with self._lock:
+            self.graphs.append(graph)
+
+    # ------------------------------------------------------------ views
+    @property
+    def fallbacks(self) -> Counter[str]:
+        """Host fallbacks of the compiled graphs, by op."""
+        c: Counter[str] = Counter()
+        for g in self.graphs:
+            c.update(g.fallbacks)
+        return c
+
+    @property
+    def kernels_generated(self) -> int:
+        """Device kernels in the compiled graphs."""
+        return sum(len(g.kernels) for g in self.graphs)
+
+    def per_kernel(self) -> list[dict[str, Any]]:
+        """Launch figures aggregated by kernel."""
+        agg: dict[str, dict[str, Any]] = {}
+        for launch in self.launches:
+            m = launch.metrics
+            row = agg.setdefault(launch.name, {"name": launch.name, "kind": m.kind, "launches": 0, "modeled_ns": 0.0,
+                                               "dram_bytes": 0, "compulsory_bytes": 0, "cores": m.cores_used,
+                                               "eta_sustained": m.eta_sustained, "rho": m.rho,
+                                               "core_balance": m.core_balance, "lx_peak": m.lx_peak,
+                                               "division": m.division})
+            row["launches"] += 1
+            row["modeled_ns"] += m.modeled_ns
+            row["dram_bytes"] += m.dram_bytes
+            row["compulsory_bytes"] += m.compulsory_bytes
+        return list(agg.values())
+
+    def per_core_busy(self) -> dict[int, dict[str, float]]:
+        """Busy ns per core and engine over all launches with a timeline."""
+        out: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for launch in self.launches:
+            if launch.timeline is None:
+                continue
+            for core, engines in launch.timeline.busy.items():
+                for eng, ns in engines.items():
+                    out[core][eng] += ns
+        return {c: dict(v) for c, v in out.items()}
+
+    def summary(self) -> dict[str, Any]:
+        """Totals: launches, modeled device time, DRAM traffic, fallbacks."""
+        dram = sum(x.metrics.dram_bytes for x in self.launches)
+        comp = sum(x.metrics.compulsory_bytes for x in self.launches)
+        return {
+            "graphs": len(self.graphs),
+            "kernels_generated": self.kernels_generated,
+            "launches": len(self.launches),
+            "modeled_device_ns": self.clock_ns,
+            "dram_bytes": dram,
+            "compulsory_bytes": comp,
+            "rho": dram / comp if comp else 0.0,
+            "fallbacks": dict(self.fallbacks),
+        }
+
+    def write_trace(self, path: str | Path) -> None:
+        """Chrome/Perfetto trace of every launch recorded with a timeline."""
+        from .emulator.trace import write_trace
+
+        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in self.launches if x.timeline is not None])
+
+
+REPORT = DeviceReport()
