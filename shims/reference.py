@@ -29,6 +29,12 @@ Box = tuple[tuple[int, int], ...]
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """A value of IR dtype ``dt``: rounded to it, held in its compute dtype
+    (every op rounds its result, as eager PyTorch does)."""
+    return x.to(dt).to(compute_dtype(dt)) if dt in _LOW_PRECISION else x.to(dt)
+
+
 class KernelFault(RuntimeError):
     """A kernel did something the hardware would fault on (out-of-bounds index...)."""
 
@@ -115,7 +121,8 @@ def _check_bounds(idx: torch.Tensor, n: int, what: str, mask: torch.Tensor | Non
     return idx
 
 
-def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits: int = 1) -> Any:
+def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits: int = 1,
+            round_result: bool = True) -> Any:
     """Reduce over the trailing (reduction) dims, keeping them as size 1.
 
     ``splits`` > 1 reduces ``splits`` contiguous chunks separately and combines
@@ -177,14 +184,14 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits
         return keep(m, shape), keep(s, shape)
     else:
         raise NotImplementedError(f"reduction type {kind!r}")
-    return keep(r.to(cd), shape)
+    return keep(_round(r, out_dtype) if round_result else r.to(cd), shape)
 
 
 def _split_reduce(kind: str, value: torch.Tensor, ndim_box: int, out_dtype: torch.dtype, splits: int) -> Any:
     shape = list(value.shape)
     flat = value.reshape(*shape[:ndim_box], -1)
     chunks = [c for c in torch.tensor_split(flat, splits, dim=-1) if c.shape[-1] > 0]
-    parts = [_reduce(kind, c, ndim_box, out_dtype) for c in chunks]
+    parts = [_reduce(kind, c, ndim_box, out_dtype, round_result=False) for c in chunks]
     keep = [1] * (len(shape) - ndim_box)
 
     def fix(t: torch.Tensor) -> torch.Tensor:
@@ -196,7 +203,7 @@ def _split_reduce(kind: str, value: torch.Tensor, ndim_box: int, out_dtype: torc
         out = parts[0]
         for p in parts[1:]:
             out = combine(out, p)
-        return fix(out)
+        return fix(_round(out, out_dtype))
     if kind in ("argmax", "argmin"):
         vals = torch.stack([_reduce("max" if kind == "argmax" else "min", c, ndim_box, c.dtype).reshape(-1)
                             for c in chunks])
@@ -329,7 +336,7 @@ def run_loop_kernel(
             operands = [torch.as_tensor(val(x)) for x in args]
             out = spec.fn(*operands)
             if ins.dtype is not None:
-                out = out.to(compute_dtype(torch_dtype(ins.dtype)))
+                out = _round(out, torch_dtype(ins.dtype))
         vals.append(out)
 
 

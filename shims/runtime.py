@@ -21,10 +21,30 @@ from .backend import Backend, Launch, get_backend, register_backend
 from .device import host_flat
 from .kernel_ir import GraphIR, from_json
 
-__all__ = ["load_kernel", "graph_loaded", "capture_graphs", "LoadedKernel"]
+__all__ = ["load_kernel", "graph_loaded", "capture_graphs", "LoadedKernel", "stats", "reset_compiled"]
 
 _lock = threading.Lock()
 _captures: list[list[GraphIR]] = []
+_stats = {"kernels_compiled": 0, "kernels_loaded": 0, "graphs_loaded": 0}
+
+
+def stats() -> dict[str, int]:
+    """Process-wide counters: kernels compiled by a backend, kernels and graphs
+    loaded from generated code (a cache hit loads without compiling)."""
+    return dict(_stats)
+
+
+def count(key: str) -> None:
+    """Increment a counter of :func:`stats`."""
+    with _lock:
+        _stats[key] += 1
+
+
+def reset_compiled() -> None:
+    """Forget every compiled graph (``torch.compile`` recompiles on next call)."""
+    from ._torch.inductor import reset_dynamo
+
+    reset_dynamo()
 
 
 def _backend(device: str, ref: str) -> Backend:
@@ -72,6 +92,7 @@ def _reference_launch(payload: str) -> Launch:
 def load_kernel(device: str, envelope: str) -> LoadedKernel:
     """Load one kernel of a generated program (see ``bridge.emit``)."""
     env = json.loads(envelope)
+    count("kernels_loaded")
     if env["kind"] == "reference":
         launch = _reference_launch(env["payload"])
     else:
@@ -82,6 +103,7 @@ def load_kernel(device: str, envelope: str) -> LoadedKernel:
 def graph_loaded(device: str, ref: str, graph_json: str) -> None:
     """Announce a compiled graph to its backend (fresh compile or cache hit)."""
     graph = from_json(graph_json)
+    count("graphs_loaded")
     with _lock:
         for sink in _captures:
             sink.append(graph)

@@ -46,6 +46,9 @@ def emit_kernel(wrapper: Any, device: str, kernel: kir.Kernel) -> None:
     decline) and write its definition and its call into ``wrapper``."""
     backend = _backend_for(device)
     state = _graph_state(wrapper, device)
+    from ..runtime import count
+
+    count("kernels_compiled")
     try:
         payload, kind = backend.compile(kernel), "device"
     except UnsupportedKernelError as exc:

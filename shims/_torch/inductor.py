@@ -211,3 +211,8 @@ def fallback_op_name(node: Any) -> str:
 def node_device_type(node: Any) -> str | None:
     dev = node.get_device() if hasattr(node, "get_device") else None
     return dev.type if dev is not None else None
+
+
+def reset_dynamo() -> None:
+    """Drop Dynamo's compiled code caches."""
+    importlib.import_module("torch._dynamo").reset()

@@ -26,7 +26,9 @@ def in_window(version: Version | None = None) -> bool:
     return (version or installed()) in WINDOW
 
 
-def require_window(feature: str = "spyre-adapter") -> None:
-    """Raise :class:`UnsupportedTorchError` when the installed torch is outside the window."""
-    if not in_window():
-        raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT, "release outside the window")
+def require_window(feature: str = "spyre-adapter", version: Version | None = None) -> None:
+    """Raise :class:`UnsupportedTorchError` when ``version`` (default: the installed
+    torch) is outside the window."""
+    v = version or installed()
+    if not in_window(v):
+        raise UnsupportedTorchError(feature, str(v), WINDOW_TEXT, "release outside the window")

@@ -1,0 +1,1 @@
+"""libcst codemods (work in progress)."""

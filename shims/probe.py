@@ -1,0 +1,127 @@
+"""Check the installed torch against the internal surface the shims rely on.
+
+Reads ``_torch/surface.toml`` and reports, per symbol, whether it is present,
+moved (found only at a documented alias), missing, or present with a changed
+signature, and which stable-API features are therefore unavailable. A vendor
+runs this (``spyre-adapter probe``) before upgrading torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ._torch import select
+from ._torch.version import WINDOW_TEXT, in_window, installed
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+SURFACE = Path(__file__).parent / "_torch" / "surface.toml"
+
+__all__ = ["load_surface", "run_probe", "print_probe", "SURFACE"]
+
+
+def load_surface(path: Path = SURFACE) -> list[dict[str, Any]]:
+    """The symbol table (see the header of surface.toml)."""
+    with open(path, "rb") as f:
+        return list(tomllib.load(f)["symbol"])
+
+
+def _lookup(module: str, qualname: str) -> Any:
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _params(obj: Any) -> list[str] | None:
+    try:
+        return list(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check(entry: dict[str, Any]) -> dict[str, Any]:
+    out = {"name": entry["name"], "module": entry["module"], "feature": entry["feature"],
+           "required": entry.get("required", True)}
+    places = [(entry["module"], entry["name"])] + [(a["module"], a["name"]) for a in entry.get("aliases", [])]
+    for k, (mod, name) in enumerate(places):
+        try:
+            obj = _lookup(mod, name)
+        except (ImportError, AttributeError):
+            continue
+        out["status"] = "present" if k == 0 else "moved"
+        out["found_at"] = f"{mod}:{name}"
+        want = entry.get("params")
+        if want:
+            got = _params(obj)
+            if got is not None and got[: len(want)] != want:
+                out["status"] = "signature-changed"
+                out["params"] = got
+        return out
+    out["status"] = "missing"
+    return out
+
+
+def run_probe() -> dict[str, Any]:
+    """Probe the installed torch; returns a JSON-able dict."""
+    symbols = [_check(e) for e in load_surface()]
+    features: dict[str, dict[str, Any]] = {}
+    for s in symbols:
+        f = features.setdefault(s["feature"], {"available": True, "problems": []})
+        if s["status"] in ("missing", "signature-changed") and s["required"]:
+            f["available"] = False
+            f["problems"].append(f"{s['module']}:{s['name']} {s['status']}")
+    adapters: dict[str, str] = {}
+    na: list[dict[str, str]] = []
+    for feature, chooser in (("device.host_backed", select.host_device),):
+        try:
+            chooser()
+            adapters[feature] = select.ACTIVE.get(feature, "?")
+        except Exception as exc:  # noqa: BLE001 - report, do not crash the probe
+            na.append({"feature": feature, "reason": str(exc)})
+    for name, f in features.items():
+        if not f["available"]:
+            na.append({"feature": name, "reason": "; ".join(f["problems"])})
+    counts: dict[str, int] = {}
+    for s in symbols:
+        counts[s["status"]] = counts.get(s["status"], 0) + 1
+    return {
+        "torch": str(installed()), "torch_full": torch.__version__, "window": WINDOW_TEXT,
+        "window_ok": in_window(), "counts": counts, "symbols": symbols,
+        "features": {k: v["available"] for k, v in sorted(features.items())},
+        "adapters": sorted(f"{k}={v}" for k, v in adapters.items()), "na": na,
+    }
+
+
+def print_probe(result: dict[str, Any]) -> None:
+    """Human-readable probe output."""
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    ok = "[green]inside[/green]" if result["window_ok"] else "[red]OUTSIDE[/red]"
+    c.print(f"torch {result['torch_full']}: {ok} the supported window {result['window']}")
+    table = Table(title="internal surface used by the shims")
+    for col in ("status", "symbol", "feature", "found at"):
+        table.add_column(col)
+    colors = {"present": "green", "moved": "yellow", "missing": "red", "signature-changed": "red"}
+    for s in sorted(result["symbols"], key=lambda s: (s["status"] == "present", s["feature"])):
+        st = s["status"]
+        table.add_row(f"[{colors[st]}]{st}[/{colors[st]}]", f"{s['module']}:{s['name']}", s["feature"],
+                      s.get("found_at", "-"))
+    c.print(table)
+    c.print("counts: " + ", ".join(f"{k} {v}" for k, v in sorted(result["counts"].items())))
+    c.print("active adapters: " + (", ".join(result["adapters"]) or "none"))
+    if result["na"]:
+        for n in result["na"]:
+            c.print(f"[red]unavailable[/red] {n['feature']}: {n['reason']}")
+    else:
+        c.print("[green]every stable-API feature is available[/green]")

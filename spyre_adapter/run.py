@@ -1,0 +1,134 @@
+"""The main job: compile a model for the emulated Spyre device, run it, compare
+with CPU eager, and report what the scheduler and the emulator did."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from spyre_shims.backend import FallbackWarning
+from spyre_shims.device import eager_op_counts
+
+from . import models
+from .backend import set_machine
+from .machine import Machine
+from .report import REPORT
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+#: Default max abs error vs CPU eager by dtype (activations of O(1) magnitude).
+ATOL = {"fp16": 5e-2, "bf16": 2.5e-1, "fp32": 1e-3}
+
+
+@dataclasses.dataclass
+class RunOptions:
+    model: str = "llama-block"
+    dtype: str = "fp16"
+    machine: str | None = None
+    trace: str | None = None
+    json_path: str | None = None
+    top: int = 12
+    atol: float | None = None
+    sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def run_model(opts: RunOptions) -> dict[str, Any]:
+    """Compile and run; return the result check and the device report."""
+    dtype = DTYPES[opts.dtype]
+    cfg = dataclasses.replace(models.ModelConfig(), **opts.sizes)
+    machine = Machine.from_spec(opts.machine)
+    set_machine(machine)
+    model = models.build(opts.model, cfg, dtype)
+    x = models.example_inputs(opts.model, cfg, dtype)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        expected = model(x)
+    eager_s = time.perf_counter() - t0
+
+    REPORT.reset()
+    REPORT.keep_timelines = opts.trace is not None
+    dev_model = model.to("spyre")
+    compiled = torch.compile(dev_model, dynamic=False)
+    eager_before = sum(eager_op_counts().values())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FallbackWarning)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = compiled(x.to("spyre"))
+        first_s = time.perf_counter() - t0
+    graph_launches = len(REPORT.launches)
+    device_ns = REPORT.clock_ns
+    REPORT.keep_timelines = False
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        compiled(x.to("spyre"))
+    steady_s = time.perf_counter() - t0
+    got = out.cpu()
+    err = (got.float() - expected.float()).abs()
+    scale = expected.float().abs().max().item()
+    atol = opts.atol if opts.atol is not None else ATOL[opts.dtype]
+    summary = REPORT.summary()
+    summary["modeled_device_ns"] = device_ns
+    summary["launches"] = graph_launches
+    per_kernel = sorted(REPORT.per_kernel(), key=lambda r: -r["modeled_ns"])
+    result = {
+        "model": opts.model, "dtype": opts.dtype, "config": dataclasses.asdict(cfg), "machine": machine.to_dict(),
+        "max_abs_error": err.max().item(), "max_rel_error": err.max().item() / max(scale, 1e-12), "atol": atol,
+        "passed": bool(err.max().item() <= atol and torch.isfinite(got).all()),
+        "fallback_warnings": sorted({str(w.message) for w in caught if issubclass(w.category, FallbackWarning)}),
+        "eager_ops_on_device": sum(eager_op_counts().values()) - eager_before,
+        "timing_s": {"cpu_eager": eager_s, "first_run_with_compile": first_s, "emulated_steady": steady_s},
+        "device": summary, "kernels": per_kernel,
+    }
+    # Only the first run's launches (the steady run repeats them).
+    if opts.trace:
+        REPORT.launches = REPORT.launches[:graph_launches]
+        REPORT.write_trace(opts.trace)
+    return result
+
+
+def print_result(result: dict[str, Any], top: int, console: Console | None = None) -> None:
+    console = console or Console()
+    d = result["device"]
+    ok = "[green]PASS[/green]" if result["passed"] else "[red]FAIL[/red]"
+    console.print(f"[bold]{result['model']}[/bold] ({result['dtype']}) on the emulated IBM Spyre "
+                  f"({result['machine']['cores']} cores, {result['machine']['lx_bytes'] // 1024} KiB LX per core)")
+    console.print(f"result check vs CPU eager: {ok}  max abs error {result['max_abs_error']:.3e} "
+                  f"(allowed {result['atol']:.1e}), max rel error {result['max_rel_error']:.2e}")
+    fb = d["fallbacks"]
+    console.print(f"kernels generated: {d['kernels_generated']} in {d['graphs']} graph(s); launches per run: "
+                  f"{d['launches']}; fallbacks: {sum(fb.values())}" + (f" ({', '.join(f'{k} x{v}' for k, v in fb.items())})" if fb else ""))
+    console.print(f"modeled device time: {d['modeled_device_ns'] / 1e3:.1f} us per run; DRAM traffic "
+                  f"{d['dram_bytes'] / 2**20:.2f} MiB = {d['rho']:.2f}x compulsory")
+    t = result["timing_s"]
+    console.print(f"wall time: CPU eager {t['cpu_eager'] * 1e3:.1f} ms, first run incl. compile "
+                  f"{t['first_run_with_compile']:.1f} s, emulated steady run {t['emulated_steady'] * 1e3:.1f} ms")
+    table = Table(title=f"top {top} kernels by modeled time")
+    for col in ("kernel", "kind", "time us", "cores", "division", "eta", "rho", "balance", "LX peak KiB"):
+        table.add_column(col, justify="right" if col not in ("kernel", "kind", "division") else "left")
+    for row in result["kernels"][:top]:
+        div = row["division"]
+        desc = div.get("grid") or f"{div.get('row_cores', div.get('cores'))} row-cores x {div.get('rsplit', 1)}"
+        if div.get("tile"):
+            desc += f" tile {div['tile']}"
+        table.add_row(row["name"], row["kind"], f"{row['modeled_ns'] / 1e3 / max(row['launches'], 1):.2f}",
+                      str(row["cores"]), desc, f"{row['eta_sustained']:.2f}", f"{row['rho']:.2f}",
+                      f"{row['core_balance']:.2f}", f"{row['lx_peak'] / 1024:.0f}")
+    console.print(table)
+
+
+def main_run(opts: RunOptions) -> int:
+    result = run_model(opts)
+    print_result(result, opts.top)
+    if opts.json_path:
+        Path(opts.json_path).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    if opts.trace:
+        Console().print(f"trace written to {opts.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    return 0 if result["passed"] else 1

@@ -1,0 +1,53 @@
+"""Differential-testing helpers: run a function compiled on "spyre" and eagerly
+on the CPU, and compare."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from spyre_shims.backend import FallbackWarning
+from spyre_adapter.report import REPORT
+
+
+def to_device(x: Any, device: str) -> Any:
+    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, x)
+
+
+def run_compiled(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, list[str]]:
+    """``fn`` compiled for spyre on device copies of ``args``; also returns the
+    fallback warnings raised while compiling and running."""
+    compiled = torch.compile(fn, dynamic=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FallbackWarning)
+        out = compiled(*to_device(list(args), "spyre"))
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    return to_device(out, "cpu"), fallbacks
+
+
+def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: float, rtol: float,
+                         allow_fallback: bool = False) -> list[str]:
+    """Compiled-on-spyre result equals CPU eager within tolerance; every output
+    came back on the host; at least one device kernel ran."""
+    expected = fn(*args)
+    launches_before = len(REPORT.launches)
+    got, fallbacks = run_compiled(fn, args)
+    if not allow_fallback:
+        assert not fallbacks, f"unexpected fallback: {fallbacks}"
+    exp_flat, _ = tree_flatten(expected)
+    got_flat, _ = tree_flatten(got)
+    assert len(exp_flat) == len(got_flat)
+    for e, g in zip(exp_flat, got_flat):
+        if isinstance(e, torch.Tensor):
+            assert g.device.type == "cpu"
+            assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, e.dtype, g.shape, e.shape)
+            if e.dtype.is_floating_point:
+                torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
+            else:
+                assert torch.equal(g, e)
+    assert len(REPORT.launches) > launches_before or fallbacks, "no device kernel ran"
+    return fallbacks
