@@ -1,0 +1,119 @@
+"""The body of one ``compat`` nox session, run with the session venv's Python.
+
+Runs the test suite (JUnit XML), the probe, and writes the release's result JSON.
+Never raises on a red suite or a broken probe: a failing release must still
+leave a well-formed result behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from spyre_compat.paths import RESULTS_DIR
+from spyre_compat.results import make_result, parse_junit, write_crash_junit, write_result
+
+PROBE_COMMAND = ("spyre-adapter", "probe")
+MATRIX_ENV = "SPYRE_MATRIX_RUN"
+_TAIL_LINES = 60  # lines of pytest output kept for a crash report
+
+
+def installed_torch() -> str | None:
+    """The torch distribution's version in this environment, without importing torch."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def run_pytest(junit: Path, args: Sequence[str]) -> tuple[int, str]:
+    """Run the suite, echoing its output; returns (exit code, the output's tail)."""
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    junit.unlink(missing_ok=True)  # never count a previous run's file
+    command = [sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}", *args]
+    # Tests can tell they run inside a matrix session (which rewrites results/ as it goes).
+    env = {**os.environ, MATRIX_ENV: "1"}
+    tail: deque[str] = deque(maxlen=_TAIL_LINES)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        for line in proc.stdout or ():
+            sys.stdout.write(line)
+            tail.append(line)
+    return proc.returncode, "".join(tail)
+
+
+def _last_line(output: str, prefix: str = "") -> str:
+    """The last non-blank line, preferring lines that start with ``prefix`` (pytest's "E ")."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    preferred = [line for line in lines if prefix and line.startswith(prefix)]
+    return (preferred or lines or ["no output"])[-1]
+
+
+def run_probe() -> tuple[dict[str, Any] | None, str | None]:
+    """(probe JSON, None) or (None, why it could not be had)."""
+    executable = shutil.which(PROBE_COMMAND[0])
+    if executable is None:
+        return None, f"{PROBE_COMMAND[0]} is not on PATH"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.json"
+        proc = subprocess.run(
+            [executable, *PROBE_COMMAND[1:], "--json", str(out)], capture_output=True, text=True, check=False
+        )
+        # The probe may exit non-zero to say features are missing; its JSON is what counts.
+        try:
+            data = json.loads(out.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            # The exception line only: a traceback's local paths are noise in committed results.
+            last = _last_line(proc.stderr or proc.stdout)
+            return None, f"`{' '.join(PROBE_COMMAND)} --json` exited {proc.returncode} without JSON: {last}"
+    if not isinstance(data, dict):
+        return None, "probe JSON is not an object"
+    return data, None
+
+
+def run_compat(
+    torch: str,
+    pytest_args: Sequence[str] = (),
+    *,
+    results_dir: Path = RESULTS_DIR,
+    tools: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run the suite and the probe against the installed torch; write and return the result."""
+    started = time.monotonic()
+    errors: list[str] = []
+    installed = installed_torch()
+    if installed is None or Version(installed).release != Version(torch).release:
+        errors.append(f"expected torch {torch}, environment has {installed}")
+    junit = results_dir / "junit" / f"{torch}.xml"
+    exit_code, output = run_pytest(junit, pytest_args)
+    if not junit.is_file():
+        cause = _last_line(output, prefix="E ")
+        errors.append(f"pytest exited {exit_code} before running tests: {cause}")
+        write_crash_junit(junit, exit_code, output)
+    counts = parse_junit(junit)
+    probe, probe_error = run_probe()
+    extra: dict[str, Any] = {
+        "torch_installed": installed,
+        "python": platform.python_version(),
+        "duration_s": round(time.monotonic() - started, 1),
+    }
+    missing_tools = [tool for tool in tools if shutil.which(tool) is None]
+    if missing_tools:
+        extra["missing_tools"] = missing_tools
+    result = make_result(
+        torch, counts, pytest_exit=exit_code, probe=probe, probe_error=probe_error, errors=errors, extra=extra
+    )
+    write_result(result, results_dir)
+    return result

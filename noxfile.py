@@ -1,0 +1,125 @@
+"""nox sessions for spyre-adapter.
+
+    nox                                  tests on the development torch (offline here)
+    nox -s "compat(torch='2.9.1')"       one release of the compatibility matrix
+    nox -t quick      /  nox -t full     a small subset / every supported release
+    nox -s report                        compat_matrix/REPORT.md + report.png from committed data
+    nox -s surface                       re-extract per-release surface JSON (downloads wheels)
+    nox --list --json                    what CI turns into its job matrix
+
+Environment: UV_CACHE_DIR (default ~/.cache/uv, shared by every compat venv: one
+download per torch release), SPYRE_MATRIX_PRUNE=1 deletes each compat venv when
+its session ends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _load_catalog():  # -> spyre_compat.catalog.Catalog
+    """The release catalog, read through this checkout's own spyre_compat.
+
+    nox's interpreter need not have the project installed (CI installs only nox),
+    so the package is loaded from its folder (``compat_matrix/`` is ``spyre_compat``).
+    """
+    if "spyre_compat" not in sys.modules:
+        package = ROOT / "compat_matrix"
+        spec = importlib.util.spec_from_file_location(
+            "spyre_compat", package / "__init__.py", submodule_search_locations=[str(package)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["spyre_compat"] = module
+        spec.loader.exec_module(module)
+    from spyre_compat.catalog import load_catalog
+
+    return load_catalog()
+
+
+CATALOG = _load_catalog()
+PYTHON = CATALOG.session_python
+# One shared uv cache: a torch release (CUDA build, ~6.6 GB with its nvidia
+# wheels) is downloaded once and hardlinked into each venv (~6 MB per venv).
+os.environ.setdefault("UV_CACHE_DIR", str(Path.home() / ".cache" / "uv"))
+
+nox.options.sessions = ["tests"]  # plain `nox` is the offline default
+nox.options.error_on_missing_interpreters = True
+
+
+def _install_project(session: nox.Session, *requirements: str, extras: str = "test") -> None:
+    """The project (editable) plus pinned requirements, resolved together so nothing else moves torch."""
+    session.install(*requirements, "-e", f".[{extras}]" if extras else ".")
+
+
+# -- everyday --------------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def tests(session: nox.Session) -> None:
+    """Full test suite on the development torch release.
+
+    pip (not uv) installs here: it reads this machine's local wheel directory and
+    index, so the session works offline with the local CPU build.
+    """
+    _install_project(session, f"torch=={CATALOG.development}", extras="test,plot")
+    session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+# -- compatibility matrix --------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, venv_backend="uv")
+@nox.parametrize("torch", [nox.param(r.torch, tags=r.nox_tags) for r in CATALOG.supported])
+def compat(session: nox.Session, torch: str) -> None:
+    """One matrix cell: install that torch, run the whole suite and the probe, write
+    compat_matrix/results/<release>.json (+ JUnit XML under results/junit/).
+
+    The session fails when the release is not green, after the result is written.
+    Extra arguments after `--` go to pytest.
+    """
+    release = CATALOG.get(torch)
+    for tool in release.tools:
+        if shutil.which(tool) is None:
+            session.warn(f"{tool} not found: torch {torch} needs it ({release.device}); expect failures")
+    try:
+        _install_project(session, *release.index_args(), *release.pip_requirements())
+        session.run("python", "-m", "spyre_compat", "compat-run", "--torch", torch, "--", *session.posargs)
+    finally:
+        if os.environ.get("SPYRE_MATRIX_PRUNE") == "1":
+            shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+            session.log(f"pruned {session.virtualenv.location}")
+
+
+# -- reports ---------------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, venv_backend="uv|venv")
+def report(session: nox.Session) -> None:
+    """Render compat_matrix/REPORT.md and report.png from committed results and surface data.
+
+    Needs no torch: the project is installed without dependencies. `-- --check`
+    only verifies the committed report is current.
+    """
+    session.install("packaging", "matplotlib")
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "spyre_compat", "report", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_backend="uv|venv")
+def surface(session: nox.Session) -> None:
+    """Re-extract compat_matrix/surface/<release>.json from release wheels (static, never imports torch).
+
+    Downloads only releases missing from --src (default /work/torch-src). Pass
+    releases or options after `--`, e.g. `nox -s surface -- 2.15.0 --src DIR`.
+    """
+    session.install("packaging", "pip")  # pip: `pip download` of the wheels
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "spyre_compat", "surface", "--fetch", *session.posargs)
