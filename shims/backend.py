@@ -178,6 +178,6 @@ def registered_backends() -> dict[str, Backend]:
     return dict(_BACKENDS)
 
 
-def warn_fallback(what: str, reason: str) -> None:
+def warn_fallback(what: str) -> None:
     """The one place host fallbacks are announced."""
-    warnings.warn(f"{what}: fallback to host execution ({reason})", FallbackWarning, stacklevel=3)
+    warnings.warn(f"fallback to host execution: {what}", FallbackWarning, stacklevel=3)

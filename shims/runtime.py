@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import index as _index
-from .backend import Backend, Launch, get_backend, register_backend
+from .backend import Backend, Launch, get_backend, register_backend, warn_fallback
 from .device import host_flat
 from .kernel_ir import GraphIR, from_json
 
@@ -104,6 +104,8 @@ def graph_loaded(device: str, ref: str, graph_json: str) -> None:
     """Announce a compiled graph to its backend (fresh compile or cache hit)."""
     graph = from_json(graph_json)
     count("graphs_loaded")
+    for what in graph.fallbacks:
+        warn_fallback(f"{device}: {what}")
     with _lock:
         for sink in _captures:
             sink.append(graph)

@@ -18,7 +18,7 @@ from typing import Any
 import sympy
 
 from .. import kernel_ir as kir
-from ..backend import Backend, FusionCandidate, get_backend, warn_fallback
+from ..backend import Backend, FusionCandidate, get_backend
 from ..errors import UnsupportedKernelError
 from . import capture
 from . import inductor as ind
@@ -52,9 +52,9 @@ def emit_kernel(wrapper: Any, device: str, kernel: kir.Kernel) -> None:
     try:
         payload, kind = backend.compile(kernel), "device"
     except UnsupportedKernelError as exc:
-        what = exc.what
-        warn_fallback(f"{device}: {what} in kernel {kernel.name} (ops: {', '.join(_kernel_ops(kernel))})", str(exc))
-        state["fallbacks"].append(f"{what} [{kernel.name}]")
+        # Announced when the program loads (see runtime.graph_loaded), so a
+        # program taken from Inductor's cache warns too.
+        state["fallbacks"].append(f"{exc.what} in kernel {kernel.name} (ops: {', '.join(_kernel_ops(kernel))}): {exc}")
         payload, kind = kir.to_json(kernel), "reference"
     state["kernels"].append(kernel)
     envelope = json.dumps({
@@ -88,10 +88,8 @@ def _kernel_name(wrapper: Any, device: str) -> str:
 
 
 def record_fallback(wrapper: Any, device: str, op: str) -> None:
-    """Count and announce an aten op that runs on the host inside compiled code."""
-    state = _graph_state(wrapper, device)
-    state["fallbacks"].append(op)
-    warn_fallback(f"{device}: aten op {op}", "no device kernel; it runs eagerly on the host")
+    """Record an aten op that runs on the host inside compiled code."""
+    _graph_state(wrapper, device)["fallbacks"].append(f"aten op {op}: no device kernel; it runs eagerly on the host")
 
 
 # ------------------------------------------------------------------ IR construction
