@@ -5,6 +5,8 @@
   upgrade    codemod: upgrade vendor code across torch releases
   migrate    codemod: move direct Inductor usage onto the stable API
   report     render the compatibility-matrix report
+  workloads  run real-model operator cases (YAML) on the device
+  bench      scheduler/emulator benchmark against the physical limits
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ def _probe_cmd(args: argparse.Namespace) -> int:
 
 
 def _plugins(sub: argparse._SubParsersAction) -> None:
-    """Subcommands contributed by the codemods and compatibility packages."""
-    for mod in ("spyre_codemods.cli", "spyre_compat.cli"):
+    """Subcommands contributed by other packages (each has ``register(subparsers)``)."""
+    for mod in ("spyre_codemods.cli", "spyre_compat.cli", "spyre_adapter.workloads.cli", "spyre_adapter.bench"):
         try:
             importlib.import_module(mod).register(sub)
         except ModuleNotFoundError:
