@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import sympy
 import torch
@@ -74,7 +74,7 @@ class FusionCandidate:
     @property
     def is_reduction(self) -> bool:
         """True when the candidate reduces."""
-        return self.reduction_numel != 1
+        return cast(bool, self.reduction_numel != 1)
 
 
 def default_can_fuse(a: FusionCandidate, b: FusionCandidate, vertical: bool) -> bool:

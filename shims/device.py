@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -51,7 +51,7 @@ def register_host_device(name: str, module: Any = None) -> types.ModuleType:
     if _DEVICE is not None:
         if _DEVICE.name != name:
             raise RuntimeError(f"PrivateUse1 is already registered as {_DEVICE.name!r}; cannot add {name!r}")
-        return getattr(torch, name)
+        return cast(types.ModuleType, getattr(torch, name))
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", name):
         raise RuntimeError(f"PrivateUse1 is already taken by {current!r}; cannot register {name!r}")

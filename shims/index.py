@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import sympy
 
@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 
-class FloorDiv(sympy.Function):
+class FloorDiv(sympy.Function):  # type: ignore[misc]  # sympy is untyped
     """Integer division rounding toward negative infinity (Python ``//``)."""
 
     is_integer = True
@@ -47,7 +47,7 @@ class FloorDiv(sympy.Function):
         return None
 
 
-class IndexMod(sympy.Function):
+class IndexMod(sympy.Function):  # type: ignore[misc]
     """Integer remainder with the sign of the divisor (Python ``%``)."""
 
     is_integer = True
@@ -72,7 +72,7 @@ _PARSE_NS: dict[str, Any] = {**vars(sympy), "FloorDiv": FloorDiv, "IndexMod": In
 
 def to_json(expr: sympy.Expr) -> str:
     """Serialise an index expression (exact, assumptions included)."""
-    return sympy.srepr(expr)
+    return cast(str, sympy.srepr(expr))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -75,7 +75,7 @@ _UNARY_FLOAT = {
     "scaled_modified_bessel_k1": torch.special.scaled_modified_bessel_k1,
     "spherical_bessel_j0": torch.special.spherical_bessel_j0, "airy_ai": torch.special.airy_ai,
 }
-_UNARY_SAME = {
+_UNARY_SAME: dict[str, Callable[..., torch.Tensor]] = {
     "abs": torch.abs, "neg": torch.neg, "relu": torch.relu, "square": torch.square,
     "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "round": torch.round,
     "sign": torch.sign, "bitwise_not": torch.bitwise_not, "identity": lambda x: x,
@@ -83,7 +83,7 @@ _UNARY_SAME = {
 _UNARY_BOOL = {
     "isinf": torch.isinf, "isnan": torch.isnan, "logical_not": torch.logical_not, "signbit": _sign_bit,
 }
-_BINARY = {
+_BINARY: dict[str, Callable[..., torch.Tensor]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum,
     "minimum": torch.minimum, "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or,
     "bitwise_xor": torch.bitwise_xor, "and_": torch.bitwise_and, "or_": torch.bitwise_or,

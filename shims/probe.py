@@ -21,7 +21,7 @@ from ._torch.version import WINDOW_TEXT, in_window, installed
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 SURFACE = Path(__file__).parent / "_torch" / "surface.toml"
 

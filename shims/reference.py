@@ -11,7 +11,7 @@ reference backend calls it on the whole space.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import sympy
@@ -104,7 +104,7 @@ def _strided(flat: torch.Tensor, expr: sympy.Expr, tile: _Tile, keep: int | None
     return flat.as_strided(shape, strides, flat.storage_offset() + start)
 
 
-def _gather_index(expr: sympy.Expr, tile: _Tile) -> torch.Tensor:
+def _gather_index(expr: sympy.Expr, tile: _Tile | _KeepTile) -> torch.Tensor:
     idx = _index.compile_index(expr)(tile.env)
     if not isinstance(idx, torch.Tensor):
         idx = torch.tensor(idx, dtype=torch.int64)
@@ -139,7 +139,7 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits
         return v.reshape(*shape[:ndim_box], *([1] * (len(shape) - ndim_box)))
 
     if kind == "welford_combine":
-        shape = torch.broadcast_shapes(*(v.shape for v in value))
+        shape = torch.broadcast_shapes(*(v.shape for v in value))  # type: ignore[no-untyped-call,unused-ignore]
         mean, m2, w = (flat(v.float(), shape) for v in value)
         wsum = w.sum(-1)
         safe = torch.where(wsum == 0, torch.ones_like(wsum), wsum)
@@ -198,8 +198,9 @@ def _split_reduce(kind: str, value: torch.Tensor, ndim_box: int, out_dtype: torc
         return t.reshape(*shape[:ndim_box], *keep)
 
     if kind in ("sum", "xor_sum", "prod", "max", "min", "any"):
-        combine = {"sum": lambda a, b: a + b, "xor_sum": lambda a, b: a ^ b, "prod": lambda a, b: a * b,
-                   "max": torch.maximum, "min": torch.minimum, "any": torch.logical_or}[kind]
+        combine: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = {
+            "sum": lambda a, b: a + b, "xor_sum": lambda a, b: a ^ b, "prod": lambda a, b: a * b,
+            "max": torch.maximum, "min": torch.minimum, "any": torch.logical_or}[kind]
         out = parts[0]
         for p in parts[1:]:
             out = combine(out, p)

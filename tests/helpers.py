@@ -21,7 +21,9 @@ def to_device(x: Any, device: str) -> Any:
 def run_compiled(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, list[str]]:
     """``fn`` compiled for spyre on device copies of ``args``; also returns the
     fallback warnings raised while compiling and running."""
-    compiled = torch.compile(fn, dynamic=False)
+    # A lambda frame: Dynamo traces into torch functions from user code on
+    # every release (some releases run a bare torch function eagerly).
+    compiled = torch.compile(lambda *a: fn(*a), dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FallbackWarning)
         out = compiled(*to_device(list(args), "spyre"))

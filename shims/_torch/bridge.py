@@ -343,5 +343,5 @@ def install(backend: Backend) -> None:
     scheduling = _make_scheduling(device)
     wrapper = _make_wrapper(device)
     ind.register_backend(device, scheduling, wrapper, custom_pass=_make_cache_pass(backend))
-    ind.get("register_device_op_overrides")(device, _make_op_overrides())
+    ind.register_op_overrides(device, _make_op_overrides())
     ind.get("register_interface_for_device")(device, _make_interface(backend))

@@ -33,18 +33,14 @@ class HostBackedDevice:
 
     def host_view(self, t: torch.Tensor) -> torch.Tensor:
         """A CPU tensor aliasing the memory of device tensor ``t``."""
-        host = self.adapter.host_storage(t.untyped_storage())
-        out = torch.empty(0, dtype=t.dtype)
-        out.set_(host, t.storage_offset(), t.size(), t.stride())
-        return out
+        return self.adapter.host_view(t)
 
-    def wrap(self, host_t: torch.Tensor, storages: dict[int, torch.UntypedStorage] | None = None) -> torch.Tensor:
-        """A device tensor aliasing CPU tensor ``host_t`` (zero copy)."""
-        hst = host_t.untyped_storage()
-        dev = (storages or {}).get(hst.data_ptr()) if hst.data_ptr() else None
-        if dev is None:
-            dev = self.adapter.device_storage(hst, self.device())
-        return self.adapter.make_tensor(dev, host_t.dtype, host_t.size(), host_t.stride(), host_t.storage_offset())
+    def wrap(self, host_t: torch.Tensor, owners: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
+        """A device tensor aliasing CPU tensor ``host_t`` (zero copy); shares the
+        device storage of an owner of the same memory when one is known."""
+        ptr = host_t.untyped_storage().data_ptr()
+        like = (owners or {}).get(ptr) if ptr else None
+        return self.adapter.wrap(host_t, like)
 
     def empty_strided(self, size: Any, stride: Any, dtype: torch.dtype | None) -> torch.Tensor:
         host = torch.empty_strided(size, stride, dtype=dtype or torch.get_default_dtype())
@@ -67,8 +63,9 @@ class HostBackedDevice:
         """Run ``op`` on host aliases; map results back to device tensors."""
         self.op_counts[str(op)] += 1
         flat_in, _ = tree_flatten((args, kwargs))
-        dev_inputs = [x for x in flat_in if self._is_dev(x)]
-        storages = {self.adapter.host_storage(x.untyped_storage()).data_ptr(): x.untyped_storage() for x in dev_inputs}
+        # Device inputs by the address of their memory: outputs that alias an
+        # input (views) must share its device storage.
+        owners = {x.untyped_storage().data_ptr(): x for x in flat_in if self._is_dev(x)}
         # out= tensors get a private host buffer: a CPU kernel may resize (reallocate)
         # it, which must not pull memory from under other views of the device storage.
         outs: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -86,10 +83,9 @@ class HostBackedDevice:
         out = op(*h_args, **h_kwargs)
         for dev_t, tmp in outs:
             if dev_t.shape != tmp.shape or dev_t.stride() != tmp.stride():
-                self._resize(dev_t, tmp.shape)
-                dev_t = self.adapter.set_metadata(dev_t, dev_t.untyped_storage(), tmp.size(), tmp.stride(),
-                                                  dev_t.storage_offset())
-            self.host_view(dev_t).copy_(tmp)
+                self.adapter.repoint(dev_t, tmp)  # the result's memory becomes the tensor's
+            else:
+                self.host_view(dev_t).copy_(tmp)
         explicit = kwargs.get("device")
         if explicit is not None and torch.device(explicit).type != self.name:
             return out  # the op was asked for a result on another device
@@ -104,7 +100,7 @@ class HostBackedDevice:
                 mapped.append(o)
                 continue
             writer = self._written_arg(schema, returns[k] if k < len(returns) else None, args, kwargs)
-            mapped.append(writer if writer is not None else self.wrap(o, storages))
+            mapped.append(writer if writer is not None else self.wrap(o, owners))
         return tree_unflatten(mapped, spec)
 
     @staticmethod
@@ -136,22 +132,34 @@ class HostBackedDevice:
         return self._copy_from(src, dst)
 
     def _resize(self, t: torch.Tensor, size: Any, memory_format: Any = None) -> torch.Tensor:
+        """``resize_``: keep the memory when it is large enough (views stay
+        aliased), else move to new memory holding the old elements."""
         size = list(size)
-        contiguous = torch.empty(size, device="meta").stride()
-        need = t.storage_offset() + sum((s - 1) * st for s, st in zip(size, contiguous)) + 1 if all(size) else 0
-        need_bytes = need * t.element_size()
-        dev = t.untyped_storage()
-        if need_bytes > dev.nbytes():
-            old = self.adapter.host_storage(dev)
-            host = torch.UntypedStorage(need_bytes)
-            host[: old.nbytes()].copy_(old) if old.nbytes() else None
-            dev = self.adapter.device_storage(host, t.device)
-        return self.adapter.set_metadata(t, dev, size, contiguous, t.storage_offset())
+        if list(t.shape) == size:
+            return t
+        host = self.host_view(t)
+        strides = torch.empty(size, device="meta").stride()
+        numel = 1
+        for s in size:
+            numel *= s
+        if (t.storage_offset() + numel) * t.element_size() <= host.untyped_storage().nbytes():
+            new = host.as_strided(size, strides, t.storage_offset())
+        else:
+            new = torch.empty(size, dtype=t.dtype)
+            n = min(new.numel(), host.numel())
+            if n and host.is_contiguous():
+                new.view(-1)[:n].copy_(host.reshape(-1)[:n])
+        self.adapter.repoint(t, new)
+        return t
 
     def install(self) -> None:
         """Register the fallback and explicit kernels for PrivateUse1."""
+        # Host execution is never traced: when torch.compile runs a function
+        # eagerly (e.g. one it skips), its ops land here inside the compile
+        # context, and Dynamo must not try to compile the runtime itself.
+        no_trace = torch.compiler.disable
         fb = torch.library.Library("_", "IMPL")  # noqa: TOR901 - a fallback needs the "_" namespace
-        fb.fallback(self.fallback, dispatch_key="PrivateUse1")
+        fb.fallback(no_trace(self.fallback), dispatch_key="PrivateUse1")
         lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
         a = self.adapter
 
@@ -161,14 +169,14 @@ class HostBackedDevice:
         def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):  # type: ignore[no-untyped-def]
             return self.empty_strided(size, stride, dtype)
 
-        lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
-        lib.impl("empty_strided", empty_strided, "PrivateUse1")
-        lib.impl("_copy_from", self._copy_from, "PrivateUse1")
-        lib.impl("_copy_from_and_resize", self._copy_from_and_resize, "PrivateUse1")
-        lib.impl("resize_", self._resize, "PrivateUse1")
+        lib.impl("empty.memory_format", no_trace(empty_memory_format), "PrivateUse1")
+        lib.impl("empty_strided", no_trace(empty_strided), "PrivateUse1")
+        lib.impl("_copy_from", no_trace(self._copy_from), "PrivateUse1")
+        lib.impl("_copy_from_and_resize", no_trace(self._copy_from_and_resize), "PrivateUse1")
+        lib.impl("resize_", no_trace(self._resize), "PrivateUse1")
         for name, op in (("as_strided", _aten.as_strided.default), ("view", _aten.view.default),
                          ("_reshape_alias", _aten._reshape_alias.default), ("unfold", _aten.unfold.default)):
-            lib.impl(name, _redispatch(a, op), "PrivateUse1")
+            lib.impl(name, no_trace(_redispatch(a, op)), "PrivateUse1")
         self._libs = [fb, lib]
 
 

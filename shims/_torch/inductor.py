@@ -87,6 +87,20 @@ def register_backend(device: str, scheduling: Any, wrapper: Any, *, custom_pass:
     fn(device, scheduling, wrapper, **kwargs)
 
 
+def register_op_overrides(device: str, overrides: Any) -> None:
+    """``register_device_op_overrides`` after Inductor's built-in entries exist.
+
+    Before 2.13 Inductor filled its own (cpu, cuda...) entries only while the
+    table was empty, so registering first left "cpu" missing (KeyError later).
+    Asking for the cpu entry first fills the table on every release.
+    """
+    try:
+        resolve("backend.register", "torch._inductor.codegen.common:get_device_op_overrides")("cpu")
+    except (KeyError, UnsupportedTorchError):
+        pass
+    get("register_device_op_overrides")(device, overrides)
+
+
 def supports_custom_pass() -> bool:
     """2.8+: a per-device post-grad pass (also part of the FX graph cache key)."""
     return has_param(get("register_backend_for_device"), "device_custom_pass")
@@ -216,3 +230,137 @@ def node_device_type(node: Any) -> str | None:
 def reset_dynamo() -> None:
     """Drop Dynamo's compiled code caches."""
     importlib.import_module("torch._dynamo").reset()
+
+
+# ------------------------------------------------------------------ spyre_shims.compat
+# Version-normalised access to the Inductor internals vendors commonly touch, for the
+# public ``spyre_shims.compat`` module. Renames are found by feature detection.
+
+#: Stable name -> where the class lives, newest location first.
+COMPAT_CLASSES: dict[str, tuple[str, ...]] = {
+    "PythonWrapperCodegen": ("torch._inductor.codegen.wrapper:PythonWrapperCodegen",
+                             "torch._inductor.codegen.wrapper:WrapperCodeGen"),
+    "IndentedBuffer": ("torch.utils._indented_buffer:IndentedBuffer", "torch._inductor.utils:IndentedBuffer"),
+    "LoopBody": ("torch._inductor.loop_body:LoopBody", "torch._inductor.ir:LoopBody"),
+    "BaseScheduling": ("torch._inductor.scheduler:BaseScheduling",),
+    "DeviceOpOverrides": ("torch._inductor.codegen.common:DeviceOpOverrides",),
+    "DeviceInterface": ("torch._dynamo.device_interface:DeviceInterface",),
+}
+
+#: ``register_backend_for_device``'s optional arguments: stable keyword -> Inductor's.
+BACKEND_OPTIONS: dict[str, str] = {
+    "cpp_wrapper": "device_cpp_wrapper_codegen",
+    "fx_wrapper": "device_fx_wrapper_codegen",
+    "custom_pass": "device_custom_pass",
+    "custom_config": "device_custom_config",
+}
+
+#: Stable sizevars operation -> its method names, newest first.
+SIZEVARS_METHODS: dict[str, tuple[str, ...]] = {
+    "size_hint": ("optimization_hint", "size_hint"),
+    # 2.6/2.7 have neither or_throw name; size_hint without a fallback throws there.
+    "size_hint_or_throw": ("guarding_hint_or_throw", "size_hint_or_throw", "size_hint"),
+    "check_equals": ("check_equals", "guard_equals"),
+    "guard_int": ("guard_int", "evaluate_static_shape"),
+}
+
+
+@functools.cache
+def compat_class(name: str) -> Any:
+    """The Inductor class behind ``spyre_shims.compat.<name>``."""
+    return resolve(f"compat.{name}", *COMPAT_CLASSES[name])
+
+
+def _common(attr: str) -> Any:
+    return resolve(f"compat.{attr}", f"torch._inductor.codegen.common:{attr}")
+
+
+def _device_interface(attr: str) -> Any:
+    return resolve(f"compat.{attr}", f"torch._dynamo.device_interface:{attr}")
+
+
+def compat_register_backend(device: str, scheduling: Any, wrapper: Any, options: dict[str, Any]) -> None:
+    """``register_backend_for_device`` with the non-None ``options`` (stable keywords)
+    passed by Inductor's keyword; an option this release lacks raises."""
+    fn = _common("register_backend_for_device")
+    kwargs: dict[str, Any] = {}
+    for stable, value in options.items():
+        if value is None:
+            continue
+        internal = BACKEND_OPTIONS[stable]
+        if not has_param(fn, internal):
+            raise UnsupportedTorchError(
+                f"register_backend_for_device({stable}=...)", str(installed()), WINDOW_TEXT,
+                f"register_backend_for_device has no {internal} parameter in this release")
+        kwargs[internal] = value
+    fn(device, scheduling, wrapper, **kwargs)
+
+
+def compat_register_op_overrides(device: str, overrides: Any) -> None:
+    """``register_device_op_overrides``."""
+    _common("register_device_op_overrides")(device, overrides)
+
+
+def compat_register_interface(device: str, interface: Any) -> None:
+    """``register_interface_for_device``."""
+    _device_interface("register_interface_for_device")(device, interface)
+
+
+def compat_get_interface(device: str) -> Any:
+    """``get_interface_for_device``."""
+    return _device_interface("get_interface_for_device")(device)
+
+
+def current_sizevars() -> Any:
+    """``V.graph.sizevars`` of the graph being lowered."""
+    V = resolve("compat.sizevars", "torch._inductor.virtualized:V")
+    try:
+        return V.graph.sizevars
+    except AttributeError:
+        raise RuntimeError("no Inductor graph is being lowered here: pass sizevars= explicitly") from None
+
+
+def sizevars_call(operation: str, sizevars: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call the stable sizevars ``operation`` by whichever name this release has."""
+    sv = current_sizevars() if sizevars is None else sizevars
+    for name in SIZEVARS_METHODS[operation]:
+        method = getattr(sv, name, None)
+        if method is not None:
+            return method(*args, **kwargs)
+    raise UnsupportedTorchError(f"compat.{operation}", str(installed()), WINDOW_TEXT,
+                                f"{type(sv).__name__} has none of {', '.join(SIZEVARS_METHODS[operation])}")
+
+
+def free_unbacked_symbols(node: Any) -> set[Any]:
+    """Unbacked symbols ``node`` uses (2.8 renamed the method and added a flag)."""
+    fn = getattr(node, "get_free_symbol_uses", None)
+    if fn is not None:
+        return set(fn(unbacked_only=True))
+    fn = getattr(node, "get_unbacked_symbol_uses", None)
+    if fn is not None:
+        return set(fn())
+    raise TypeError(f"{type(node).__name__} has neither get_free_symbol_uses nor get_unbacked_symbol_uses")
+
+
+def config_patch(overrides: dict[str, Any]) -> Any:
+    """``torch._inductor.config.patch(overrides)``, naming every unknown option first."""
+    import difflib
+
+    config = importlib.import_module("torch._inductor.config")
+
+    def known(key: str) -> bool:
+        obj: Any = config
+        try:
+            for part in key.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            return False
+        return True
+
+    unknown = [key for key in overrides if not known(key)]
+    if unknown:
+        names = list(config.get_config_copy())
+        hints = [f"{key!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(key, names, 1)) else "")
+                 for key in unknown]
+        raise ValueError(f"unknown Inductor config option(s) on torch {installed()}: {', '.join(hints)}")
+    return config.patch(dict(overrides))

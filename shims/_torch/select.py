@@ -39,4 +39,4 @@ def _pick(feature: str, candidates: list[str]) -> ModuleType:
 @functools.cache
 def host_device() -> ModuleType:
     """Adapter creating host-backed PrivateUse1 tensors."""
-    return _pick("device.host_backed", ["host_device_acc"])
+    return _pick("device.host_backed", ["host_device_acc", "host_device_cext"])

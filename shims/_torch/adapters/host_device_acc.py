@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 RELEASES = ">=2.10"
-FEATURES = ["device.python_privateuse1"]
+FEATURES = ["device.host_backed"]
 
 _HOST_ATTR = "_shim_host_storage"
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
@@ -33,55 +33,58 @@ def available() -> bool:
     )
 
 
-class _Hooks(torch._C._acc.PrivateUse1Hooks):  # type: ignore[misc,name-defined]
-    def is_available(self) -> bool:
-        return True
-
-    def has_primary_context(self, dev_id: int) -> bool:
-        return True
-
-    def is_built(self) -> bool:
-        return True
-
-
-class _Guard(torch._C._acc.DeviceGuard):  # type: ignore[misc,name-defined]
-    def type_(self) -> Any:
-        return torch._C._autograd.DeviceType.PrivateUse1
-
-
 def setup(name: str, backend_module: Any) -> None:
     """Rename PrivateUse1 to ``name`` and install hooks, guard and module."""
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 
-    _setup_privateuseone_for_python_backend(name, backend_module=backend_module, hook=_Hooks(), device_guard=_Guard())
+    acc = torch._C._acc
+
+    class Hooks(acc.PrivateUse1Hooks):  # type: ignore[misc,name-defined]
+        def is_available(self) -> bool:
+            return True
+
+        def has_primary_context(self, dev_id: int) -> bool:
+            return True
+
+        def is_built(self) -> bool:
+            return True
+
+    class Guard(acc.DeviceGuard):  # type: ignore[misc,name-defined]
+        def type_(self) -> Any:
+            return torch._C._autograd.DeviceType.PrivateUse1
+
+    _setup_privateuseone_for_python_backend(name, backend_module=backend_module, hook=Hooks(), device_guard=Guard())
 
 
-def device_storage(host: torch.UntypedStorage, device: torch.device) -> torch.UntypedStorage:
+def _device_storage(host: torch.UntypedStorage, device: torch.device) -> torch.UntypedStorage:
     """A device storage aliasing ``host`` (which it keeps alive)."""
     dev = torch._C._construct_storage_from_data_pointer(host.data_ptr(), device, host.nbytes())
     setattr(dev, _HOST_ATTR, host)
     return dev
 
 
-def host_storage(dev: torch.UntypedStorage) -> torch.UntypedStorage:
-    """The host storage behind a device storage."""
+def wrap(host: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+    """Device tensor with ``host``'s metadata; shares ``like``'s device storage."""
+    storage = like.untyped_storage() if like is not None else _device_storage(
+        host.untyped_storage(), torch.device(torch._C._get_privateuse1_backend_name(), 0))
+    t = torch._C._acc.create_empty_tensor([0], host.dtype)
+    return _SET_STORAGE.redispatch(_CPU, t, storage, host.storage_offset(), list(host.size()), list(host.stride()))
+
+
+def host_view(dev: torch.Tensor) -> torch.Tensor:
+    """CPU tensor over the memory of device tensor ``dev``, same metadata."""
     try:
-        return getattr(dev, _HOST_ATTR)
+        host = getattr(dev.untyped_storage(), _HOST_ATTR)
     except AttributeError:
         raise RuntimeError("tensor storage was not allocated by the host-backed device") from None
+    out = torch.empty(0, dtype=dev.dtype)
+    return out.set_(host, dev.storage_offset(), dev.size(), dev.stride())
 
 
-def make_tensor(
-    storage: torch.UntypedStorage, dtype: torch.dtype, size: Any, stride: Any, offset: int
-) -> torch.Tensor:
-    """A device tensor with the given metadata over device storage ``storage``."""
-    t = torch._C._acc.create_empty_tensor([0], dtype)
-    return _SET_STORAGE.redispatch(_CPU, t, storage, offset, list(size), list(stride))
-
-
-def set_metadata(t: torch.Tensor, storage: torch.UntypedStorage, size: Any, stride: Any, offset: int) -> torch.Tensor:
-    """Point an existing device tensor at ``storage`` with new metadata (in place)."""
-    return _SET_STORAGE.redispatch(_CPU, t, storage, offset, list(size), list(stride))
+def repoint(dev: torch.Tensor, host: torch.Tensor) -> None:
+    """Point device tensor ``dev`` at ``host``'s memory and metadata, in place."""
+    storage = _device_storage(host.untyped_storage(), dev.device)
+    _SET_STORAGE.redispatch(_CPU, dev, storage, host.storage_offset(), list(host.size()), list(host.stride()))
 
 
 def redispatch_cpu(op: Any, *args: Any, **kwargs: Any) -> Any:
