@@ -51,22 +51,26 @@ def _params(obj: Any) -> list[str] | None:
 def _check(entry: dict[str, Any]) -> dict[str, Any]:
     out = {"name": entry["name"], "module": entry["module"], "feature": entry["feature"],
            "required": entry.get("required", True)}
-    places = [(entry["module"], entry["name"])] + [(a["module"], a["name"]) for a in entry.get("aliases", [])]
-    for k, (mod, name) in enumerate(places):
+    places = [(entry["module"], entry["name"], entry.get("params"))]
+    places += [(a["module"], a["name"], a.get("params", entry.get("params"))) for a in entry.get("aliases", [])]
+    changed = None
+    for k, (mod, name, want) in enumerate(places):
         try:
             obj = _lookup(mod, name)
         except (ImportError, AttributeError):
             continue
-        out["status"] = "present" if k == 0 else "moved"
+        got = _params(obj) if want else None
+        if want and got is not None and got[: len(want)] != want:
+            changed = changed or {"found_at": f"{mod}:{name}", "params": got}
+            continue
+        # Primary location and signature; or a documented older name/signature.
+        out["status"] = "present" if k == 0 else ("adapted" if (mod, name) == places[0][:2] else "moved")
         out["found_at"] = f"{mod}:{name}"
-        want = entry.get("params")
-        if want:
-            got = _params(obj)
-            if got is not None and got[: len(want)] != want:
-                out["status"] = "signature-changed"
-                out["params"] = got
         return out
-    out["status"] = "missing"
+    if changed:
+        out.update(status="signature-changed", **changed)
+    else:
+        out["status"] = "missing"
     return out
 
 
@@ -112,7 +116,7 @@ def print_probe(result: dict[str, Any]) -> None:
     table = Table(title="internal surface used by the shims")
     for col in ("status", "symbol", "feature", "found at"):
         table.add_column(col)
-    colors = {"present": "green", "moved": "yellow", "missing": "red", "signature-changed": "red"}
+    colors = {"present": "green", "moved": "yellow", "adapted": "yellow", "missing": "red", "signature-changed": "red"}
     for s in sorted(result["symbols"], key=lambda s: (s["status"] == "present", s["feature"])):
         st = s["status"]
         table.add_row(f"[{colors[st]}]{st}[/{colors[st]}]", f"{s['module']}:{s['name']}", s["feature"],

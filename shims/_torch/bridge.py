@@ -219,14 +219,15 @@ def _make_wrapper(device: str) -> type:
             super().write_header()
             self.header.writeline("from spyre_shims import runtime as _shim_rt")
 
-        def generate_extern_kernel_out(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-            if not args and not kwargs and ind.node_device_type(node) == device:
+        def generate_extern_kernel_out(self, *args: Any, **kwargs: Any) -> Any:
+            node = ind.extern_out_node(args, kwargs)
+            if node is not None and ind.node_device_type(node) == device:
                 op = ind.extern_op_name(node)
                 if op in _backend_for(device).extern_ops and getattr(node, "output_view", None) is None:
                     emit_kernel(self, device, capture_extern(self, device, node, op))
                     return None
                 record_fallback(self, device, ind.fallback_op_name(node))
-            return super().generate_extern_kernel_out(node, *args, **kwargs)
+            return super().generate_extern_kernel_out(*args, **kwargs)
 
         def generate_extern_kernel_alloc(self, node: Any, *args: Any, **kwargs: Any) -> Any:
             if ind.node_device_type(node) == device:
@@ -315,24 +316,27 @@ def _make_interface(backend: Backend) -> type:
     return HostDeviceInterface
 
 
+def _identity_key(backend: Backend) -> str:
+    from .. import __file__ as shims_init
+    import pathlib
+
+    src = b"".join(p.read_bytes() for p in sorted(pathlib.Path(shims_init).parent.rglob("*.py")))
+    return hashlib.sha256(src + backend.cache_key().encode()).hexdigest()
+
+
 def _make_cache_pass(backend: Backend) -> Any:
     """A no-op per-device graph pass whose uuid puts the backend's identity in
     Inductor's FX graph cache key (so a changed backend never reuses stale code)."""
     Base = ind.custom_pass_base()
     if Base is None:
         return None
-    from .. import __file__ as shims_init
-    import pathlib
-
-    src = b"".join(p.read_bytes() for p in sorted(pathlib.Path(shims_init).parent.rglob("*.py")))
-    key = hashlib.sha256(src + backend.cache_key().encode()).hexdigest()
 
     class BackendIdentity(Base):  # type: ignore[misc,valid-type]
         def __call__(self, gm: Any) -> None:
             return None
 
         def uuid(self) -> str:
-            return key
+            return _identity_key(backend)
 
     return BackendIdentity()
 
@@ -342,6 +346,37 @@ def install(backend: Backend) -> None:
     device = backend.device
     scheduling = _make_scheduling(device)
     wrapper = _make_wrapper(device)
-    ind.register_backend(device, scheduling, wrapper, custom_pass=_make_cache_pass(backend))
+    cache_pass = _make_cache_pass(backend)
+    ind.register_backend(device, scheduling, wrapper, custom_pass=cache_pass)
+    if cache_pass is None or not ind.supports_custom_pass():
+        _key_cache_by_post_grad_pass(backend)
     ind.register_op_overrides(device, _make_op_overrides())
     ind.get("register_interface_for_device")(device, _make_interface(backend))
+
+
+def _key_cache_by_post_grad_pass(backend: Backend) -> None:
+    """Before 2.8 there is no per-device pass: chain a no-op post-grad pass into
+    Inductor's config (keeping any user pass) so the backend's identity still
+    reaches the FX graph cache key. Held while the backend is registered."""
+    from .patches import REGISTRY, Patch
+
+    Base = ind.resolve("backend.cache_key", "torch._inductor.custom_graph_pass:CustomGraphPass")
+
+    def make(original: Any, fired: Any) -> Any:
+        class KeyedPass(Base):  # type: ignore[misc,valid-type]
+            def __call__(self, graph: Any) -> None:
+                fired()
+                if original is not None:
+                    original(graph)
+
+            def uuid(self) -> Any:
+                inner = original.uuid() if original is not None and hasattr(original, "uuid") else None
+                return (_identity_key(backend), inner)
+
+        return KeyedPass()
+
+    name = f"cache-key:{backend.device}"
+    REGISTRY.register(Patch(name, "torch._inductor.config:post_grad_custom_post_pass", make,
+                            "no per-device custom pass on this release: key Inductor's FX graph cache by the backend",
+                            allow_none=True))
+    REGISTRY.apply(name)

@@ -209,6 +209,24 @@ def operand(node: Any) -> tuple[str, Any]:
     raise TypeError(f"unsupported extern operand {type(node).__name__}")
 
 
+def extern_out_node(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The ExternKernelOut node behind a ``generate_extern_kernel_out`` call.
+
+    2.8+ pass the node; 2.6/2.7 pass strings ``(kernel, out, out_view, args)``,
+    where ``out`` names the node's buffer.
+    """
+    first = args[0] if args else kwargs.get("node", kwargs.get("kernel"))
+    if first is not None and not isinstance(first, str):
+        return first
+    out = args[1] if len(args) > 1 else kwargs.get("out")
+    if isinstance(out, str):
+        try:
+            return graph().get_buffer(out)
+        except (KeyError, AttributeError):
+            return None
+    return None
+
+
 def extern_op_name(node: Any) -> str:
     """``mm`` for ``aten.mm.default`` / ``extern_kernels.mm``."""
     op = getattr(node, "op_overload", None)

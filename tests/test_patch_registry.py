@@ -1,0 +1,69 @@
+"""The patch registry: verified targets, scoped application, restore, firing."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from spyre_shims._torch.patches import Patch, PatchRegistry, REGISTRY
+from spyre_shims._torch.version import installed
+from spyre_shims.errors import PatchTargetError
+
+
+@pytest.fixture
+def target_module():
+    mod = types.ModuleType("patch_target_mod")
+
+    def compute(x, y=1):
+        return x + y
+
+    mod.compute = compute
+    mod.slot = None
+    sys.modules[mod.__name__] = mod
+    yield mod
+    del sys.modules[mod.__name__]
+
+
+def _doubling(original, fired):
+    def replacement(x, y=1):
+        fired()
+        return 2 * original(x, y)
+
+    return replacement
+
+
+def test_missing_target_and_wrong_signature_are_refused(target_module) -> None:
+    reg = PatchRegistry()
+    with pytest.raises(PatchTargetError, match="patch_target_mod:nothing does not exist"):
+        reg.register(Patch("p", "patch_target_mod:nothing", _doubling, "test"))
+    with pytest.raises(PatchTargetError, match=r"has parameters \('x', 'y'\), expected \('a',\)"):
+        reg.register(Patch("p", "patch_target_mod:compute", _doubling, "test", params=("a",)))
+    with pytest.raises(PatchTargetError, match="is None"):
+        reg.register(Patch("p", "patch_target_mod:slot", _doubling, "test"))
+
+
+def test_scoped_application_restores_and_counts(target_module) -> None:
+    reg = PatchRegistry()
+    original = target_module.compute
+    reg.register(Patch("double", "patch_target_mod:compute", _doubling, "test", params=("x", "y")))
+    assert target_module.compute(1) == 2
+    with reg.applied("double") as p:
+        assert target_module.compute(1) == 4 and target_module.compute(2, 2) == 8
+        assert p.active and p.fired == 2
+    assert target_module.compute is original
+    assert reg.report() == [{"name": "double", "target": "patch_target_mod:compute", "reason": "test",
+                             "active": False, "fired": 2}]
+
+
+def test_registry_state_on_this_torch() -> None:
+    """2.8+ key the FX graph cache through a per-device pass: no patch. Older
+    releases hold one patch for it while the backend is registered."""
+    from packaging.version import Version
+
+    active = [p for p in REGISTRY.report() if p["active"]]
+    if installed() >= Version("2.8"):
+        assert active == []
+    else:
+        assert [p["name"] for p in active] == ["cache-key:spyre"]
