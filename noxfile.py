@@ -123,3 +123,72 @@ def surface(session: nox.Session) -> None:
     session.install("packaging", "pip")  # pip: `pip download` of the wheels
     session.install("--no-deps", "-e", ".")
     session.run("python", "-m", "spyre_compat", "surface", "--fetch", *session.posargs)
+
+
+# -- documentation and typing ----------------------------------------------------------------
+
+#: What `nox -s docs` installs besides the project (also the `docs` extra in pyproject.toml).
+DOCS_REQUIREMENTS = ("mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.30", "griffe>=1.6", "ruff")
+#: The project's own dependencies the docs hooks import (spyre_compat, spyre_codemods); not torch.
+DOCS_PROJECT_DEPENDENCIES = ("packaging>=23", "libcst>=1.1", "rich>=13")
+MYPY_FLAGS = ("--strict", "--follow-imports=silent", "--disable-error-code=import-untyped")  # sympy has no types
+
+
+@nox.session(python=PYTHON, venv_backend="uv|venv")
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/ with `mkdocs build --strict` (a warning fails it).
+
+    Needs no torch: the API reference is read from the stable API's sources, the
+    compatibility table from compat_matrix/, the codemod examples by running the
+    codemods (docs/hooks/site.py). `nox -s docs -- serve` previews instead.
+    """
+    session.install(*DOCS_REQUIREMENTS, *DOCS_PROJECT_DEPENDENCIES)
+    session.install("--no-deps", "-e", ".")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # Material's banner about MkDocs 2 is not a build problem
+    session.run("mkdocs", *(session.posargs or ["build", "--strict"]))
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the stable API (shims/ without the private _torch package), and on
+    the example backend as a vendor sees it: through the installed py.typed package.
+
+    Imports are followed into spyre_shims._torch and torch without reporting their
+    errors. pip (not uv), like `tests`, for the local development torch wheel.
+    """
+    _install_project(session, f"torch=={CATALOG.development}", "mypy>=1.11", extras="")
+    session.run("mypy", *MYPY_FLAGS, "--exclude", "shims/_torch/", "shims")
+    # mypy finds packages by folder name; the stable API's folder is shims/, its name spyre_shims.
+    src = Path(session.create_tmp()) / "typecheck-src"
+    src.mkdir(exist_ok=True)
+    link = src / "spyre_shims"
+    if not link.exists():
+        link.symlink_to(ROOT / "shims", target_is_directory=True)
+    session.run("mypy", *MYPY_FLAGS, "examples/minimal_backend/minimal_backend.py", env={"MYPYPATH": str(src)})
+
+
+# -- differential corpus -----------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def opinfo(session: nox.Session) -> None:
+    """The full OpInfo sweep (every op_db op x fp32/fp16/bf16, ~1 h on 2 cores):
+    writes results/opinfo/summary.json and SUMMARY.md; fails when any item fails.
+
+    Options after `--` go to `python -m spyre_adapter.opinfo` (e.g. `--ops add mul`,
+    `--workdir DIR` to resume an interrupted sweep).
+    """
+    _install_project(session, f"torch=={CATALOG.development}", "expecttest")  # op_db imports expecttest
+    session.run("python", "-m", "spyre_adapter.opinfo", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def workloads(session: nox.Session) -> None:
+    """Every case of the real-model workload files (../shared/workloads by default,
+    or the files given after `--`): one JSON per file in results/workloads/."""
+    _install_project(session, f"torch=={CATALOG.development}")
+    files = session.posargs or sorted(str(p) for p in (ROOT.parent / "shared" / "workloads").glob("*.yaml")
+                                      if p.name != "template.yaml")
+    for path in files:
+        out = ROOT / "results" / "workloads" / f"{Path(path).stem}.json"
+        session.run("python", "-m", "spyre_adapter.workloads", path, "--json", str(out))

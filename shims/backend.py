@@ -179,5 +179,7 @@ def registered_backends() -> dict[str, Backend]:
 
 
 def warn_fallback(what: str) -> None:
-    """The one place host fallbacks are announced."""
-    warnings.warn(f"fallback to host execution: {what}", FallbackWarning, stacklevel=3)
+    """The one place host fallbacks are announced (attributed to the compiled
+    program, not to a line of generated code)."""
+    warnings.warn_explicit(f"fallback to host execution: {what}", FallbackWarning,
+                           filename="<compiled program>", lineno=0, module="spyre_shims")

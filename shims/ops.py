@@ -137,10 +137,52 @@ for _n in ("floor_to_int", "ceil_to_int", "round_to_int", "trunc_to_int"):
              "round_to_int": torch.round, "trunc_to_int": torch.trunc}[_n]
     POINTWISE[_n] = OpDef(_n, 1, _base, "int")
 
+# Counter-based random numbers (a stateless hash of seed and offset): the same
+# (seed, offset) always gives the same value, on any backend and any tiling.
+_M64 = (1 << 64) - 1
+
+
+def _lsr(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns."""
+    return (x >> n) & ((1 << (64 - n)) - 1)
+
+
+def _mix(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """splitmix64 of (seed, offset), as int64 bit patterns (wrapping arithmetic)."""
+    def wrap(v: int) -> int:
+        return v - (1 << 64) if v >= (1 << 63) else v
+
+    z = seed.to(torch.int64) * wrap(0x9E3779B97F4A7C15) + offset.to(torch.int64) * wrap(0xD1B54A32D192ED03)
+    z = (z ^ _lsr(z, 30)) * wrap(0xBF58476D1CE4E5B9)
+    z = (z ^ _lsr(z, 27)) * wrap(0x94D049BB133111EB)
+    return z ^ _lsr(z, 31)
+
+
+def _uniform(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """Uniform float32 in [0, 1) from the top 24 bits."""
+    return _lsr(_mix(seed, offset), 40).to(torch.float32) * (1.0 / (1 << 24))
+
+
+def _normal(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    off = offset.to(torch.int64)
+    u1 = _uniform(seed, 2 * off) + (0.5 / (1 << 24))  # (0, 1): log stays finite
+    u2 = _uniform(seed, 2 * off + 1)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * torch.pi * u2)
+
+
+def _randint(seed: torch.Tensor, offset: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    span = (high.to(torch.int64) - low.to(torch.int64)).clamp(min=1)
+    return low.to(torch.int64) + torch.remainder(_lsr(_mix(seed, offset), 1), span)
+
+
+POINTWISE["rand"] = OpDef("rand", 2, _uniform, "float")
+POINTWISE["randn"] = OpDef("randn", 2, _normal, "float")
+POINTWISE["randint64"] = OpDef("randint64", 4, _randint, "int")
+
 #: Ops whose meaning is structural rather than a torch function.
 STRUCTURAL: frozenset[str] = frozenset({
     "load", "store", "store_reduction", "constant", "index_expr", "to_dtype", "to_dtype_bitcast",
-    "where", "masked", "indirect", "reduction", "getitem", "check_bounds", "device_assert",
+    "where", "masked", "indirect", "reduction", "getitem", "check_bounds", "device_assert", "frexp",
 })
 
 #: Reduction types ``reduction`` accepts; welford/online-softmax ones yield tuples.

@@ -132,7 +132,7 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits
         return _split_reduce(kind, value, ndim_box, out_dtype, splits)
 
     def flat(v: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-        v = v.expand(*shape) if list(v.shape) != list(shape) else v
+        v = v.expand(tuple(shape)) if list(v.shape) != list(shape) else v
         return v.reshape(*shape[:ndim_box], -1)
 
     def keep(v: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
@@ -273,13 +273,13 @@ def run_loop_kernel(
             flat = buffers[name]
             keep = nbox if op == "store_reduction" else None
             shape = list(tile.shape) if keep is None else list(tile.shape[:nbox]) + [1] * len(tile.red)
-            v = torch.as_tensor(v).to(flat.dtype).expand(*shape)
+            v = torch.as_tensor(v).to(flat.dtype).expand(tuple(shape))
             view = None if mode == "atomic_add" else _strided(flat, expr, tile, keep)
             if view is not None:
                 view.copy_(v)
             else:
                 ktile = tile if keep is None else _KeepTile(tile, nbox)
-                idx = _check_bounds(_gather_index(expr, ktile).expand(*shape), flat.numel(),
+                idx = _check_bounds(_gather_index(expr, ktile).expand(tuple(shape)), flat.numel(),
                                     f"{kernel.name}: store {name}", None)
                 flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
         elif op == "constant":
@@ -318,9 +318,11 @@ def run_loop_kernel(
             dt, kind, v = args[0], args[2], args[3]
             v = tuple(torch.as_tensor(val(x)) for x in v) if isinstance(v, tuple) else torch.as_tensor(val(v))
             if not isinstance(v, tuple):
-                v = v.expand(*tile.shape) if list(v.shape) != tile.shape else v
+                v = v.expand(tuple(tile.shape)) if list(v.shape) != tile.shape else v
             out = _reduce(kind, v, nbox, torch_dtype(dt), reduction_splits)
             reduced = True
+        elif op == "frexp":
+            out = torch.frexp(torch.as_tensor(val(args[0])))
         elif op == "getitem":
             out = val(args[0])[args[1]]
         elif op == "check_bounds":

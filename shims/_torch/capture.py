@@ -104,6 +104,18 @@ class _Recorder:
         real = self._rename(name)
         return self._emit("load", (real, convert_index(index, self.node)), dtype_name(self._dtype_of(name)))
 
+    def load_seed(self, name: str, offset: Any) -> Ref:
+        """The seed of a random op: one int64 of the seed buffer."""
+        idx = offset if not isinstance(offset, Ref) else None
+        if idx is None:
+            raise UnsupportedKernelError("load_seed with a computed offset", self.node)
+        return self._emit("load", (self._rename(name), convert_index(idx, self.node)), "int64")
+
+    def frexp(self, x: Any) -> tuple[Ref, Ref]:
+        v = self._value(x)
+        r = self._emit("frexp", (v,), self.dtype(v))
+        return self._emit("getitem", (r, 0), self.dtype(v)), self._emit("getitem", (r, 1), "int32")
+
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:
         if mode not in (None, "atomic_add"):
             raise UnsupportedKernelError(f"store mode {mode}", self.node)
@@ -137,7 +149,8 @@ class _Recorder:
 
     def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> Ref:
         m = self._value(mask)
-        self._masks.append(m)
+        # Loads in nested regions may only run where every enclosing mask holds.
+        self._masks.append(self._emit("logical_and", (self._masks[-1], m), "bool") if self._masks else m)
         try:
             inner = self._value(body())
         finally:

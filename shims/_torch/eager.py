@@ -32,8 +32,14 @@ class HostBackedDevice:
         return torch.device(self.name, index or 0)
 
     def host_view(self, t: torch.Tensor) -> torch.Tensor:
-        """A CPU tensor aliasing the memory of device tensor ``t``."""
-        return self.adapter.host_view(t)
+        """A CPU tensor aliasing the memory of device tensor ``t`` (with its
+        lazy conjugate/negative bits)."""
+        h = self.adapter.host_view(t)
+        if t.is_conj():
+            h = h.conj()
+        if t.is_neg():
+            h = h._neg_view()
+        return h
 
     def wrap(self, host_t: torch.Tensor, owners: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
         """A device tensor aliasing CPU tensor ``host_t`` (zero copy); shares the
@@ -126,6 +132,12 @@ class HostBackedDevice:
             dst.copy_(s)
         return dst
 
+    def _copy_from_lazy_bits(self, src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+        if self._is_dev(src) or self._is_dev(dst):
+            return self._copy_from(src, dst, non_blocking)
+        # Other devices: what the generic fallback would do, without re-entering.
+        return dst.copy_(src.resolve_conj().resolve_neg(), non_blocking)
+
     def _copy_from_and_resize(self, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
         if dst.shape != src.shape:
             dst.resize_(src.shape)
@@ -164,7 +176,8 @@ class HostBackedDevice:
         a = self.adapter
 
         def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):  # type: ignore[no-untyped-def]
-            return self.empty_strided(size, torch.empty(size, device="meta").stride(), dtype)
+            fmt = memory_format if memory_format not in (None, torch.preserve_format) else torch.contiguous_format
+            return self.empty_strided(size, torch.empty(size, device="meta", memory_format=fmt).stride(), dtype)
 
         def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):  # type: ignore[no-untyped-def]
             return self.empty_strided(size, stride, dtype)
@@ -173,6 +186,10 @@ class HostBackedDevice:
         lib.impl("empty_strided", no_trace(empty_strided), "PrivateUse1")
         lib.impl("_copy_from", no_trace(self._copy_from), "PrivateUse1")
         lib.impl("_copy_from_and_resize", no_trace(self._copy_from_and_resize), "PrivateUse1")
+        # Copies resolve lazy conj/neg bits themselves (on the host); the generic
+        # conj/neg fallbacks would clone through this very copy, endlessly.
+        for key in ("Conjugate", "Negative"):
+            lib.impl("_copy_from", no_trace(self._copy_from_lazy_bits), key)
         lib.impl("resize_", no_trace(self._resize), "PrivateUse1")
         for name, op in (("as_strided", _aten.as_strided.default), ("view", _aten.view.default),
                          ("_reshape_alias", _aten._reshape_alias.default), ("unfold", _aten.unfold.default)):

@@ -175,6 +175,11 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                 share: bool = True, max_cores: int | None = None) -> Program:
     """Schedule a matmul-family extern kernel."""
     s = shape_of(kernel, sizes)
+    if min(s.batch, s.m, s.n, s.k) == 0:
+        # Empty output, or an empty sum (zeros, plus the bias for addmm): no work
+        # for the PE arrays; the numerics handle it.
+        return Program(name, "matmul", kernel, [], {"grid": "empty", "cores": 0}, {str(k): v for k, v in sizes.items()},
+                       flops=0.0, compulsory_bytes=0)
     g, c = choose(s, m, share, max_cores)
     bb, mb, nb, kb = _per_core(s, g, m)
     tm, tn, tk = min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)

@@ -1,0 +1,347 @@
+"""What the upgrade and migrate transforms share: metadata access, compat-block
+checks, findings, and TODO comments attached to the enclosing statement.
+
+Cost matters (the benchmark runs every rule over ~250k lines of Inductor), so no
+metadata is resolved up front: libcst's ScopeProvider is resolved the first time a
+candidate node needs its qualified name (many files never get there); parents come
+from the ancestor stack of the traversal (ParentNodeProvider is resolved lazily, for
+the rare look-up of a node off the current path); line numbers (PositionProvider)
+are resolved only when a file has findings. The traversal also bypasses libcst's
+matcher-decorator dispatch, which these transforms do not use and which triples the
+cost of visiting a large file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import ClassVar
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import (
+    Assignment,
+    ImportAssignment,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameSource,
+    Scope,
+    ScopeProvider,
+)
+
+from .guards import GuardFinder
+from .names import absolutize, import_from_module
+from .report import Finding, FindingKind
+
+__all__ = ["RewriteCommand"]
+
+_STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_IMPORTS = (cst.Import, cst.ImportFrom)
+
+
+class RewriteCommand(VisitorBasedCodemodCommand):
+    """Base for the spyre codemods (not a codemod on its own).
+
+    Subclasses set ``TODO_TAG``; findings accumulate in :attr:`findings` so the
+    file driver can report them, and TODO comments are attached to the statement
+    that contains the node needing a human, once (re-runs do not stack them).
+    """
+
+    METADATA_DEPENDENCIES = ()
+    TODO_TAG: ClassVar[str] = "TODO(spyre-adapter)"
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+        self.findings: list[Finding] = []
+        self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str]] = []
+        self._pending_todos: dict[int, list[str]] = {}
+        self._header_comments: set[str] = set()
+        self._reset_pass_state(None)
+
+    def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
+        self._wrapper = wrapper
+        self._stack: list[cst.CSTNode] = []
+        self._import_depth = 0
+        self._parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None
+        self._scopes: Mapping[cst.CSTNode, Scope | None] | None = None
+        self._guards = GuardFinder(self.ancestors)
+        self._rename_ok: dict[tuple[int, str], bool] = {}
+        self._qualnames: dict[int, str | None] = {}
+        self._prune: re.Pattern[str] | None = None
+
+    # ---- running ------------------------------------------------------------
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """Like libcst's, minus the defensive deep copy of the tree (we never keep
+        metadata past the pass), plus the scheduled import additions/removals."""
+        tree = self.run_pass(tree, self.transform_module_impl)
+        for key, visitor in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
+                             (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
+            if self.context.scratch.get(key):
+                tree = visitor(self.context).transform_module(tree)
+        return tree
+
+    def run_pass(self, tree: cst.Module, body: Callable[[cst.Module], cst.Module] | None = None) -> cst.Module:
+        """Resolve metadata on ``tree``, run ``body`` (default: visit with ``self``)
+        and turn the pass's findings into line-numbered :class:`Finding` s."""
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        self._reset_pass_state(wrapper)
+        # Comments above the first statement live in the module header: a TODO left
+        # there by an earlier run must count as present.
+        self._header_comments = {line.comment.value for line in tree.header if line.comment is not None}
+        with self.resolve(wrapper):
+            self.context = replace(self.context, wrapper=wrapper)
+            result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
+        if self._raw_findings:
+            positions = wrapper.resolve(PositionProvider)
+            for node, rule, kind, message in self._raw_findings:
+                pos = positions.get(node)
+                self.findings.append(Finding(pos.start.line if pos else 0, rule, kind, message))
+            self._raw_findings = []
+        return result
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        return tree.visit(self)
+
+    # ---- traversal bookkeeping ----------------------------------------------
+    # Plain CSTTransformer dispatch (see the module docstring for why).
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._stack.append(node)
+        if isinstance(node, _IMPORTS):
+            self._import_depth += 1
+        descend = cst.CSTTransformer.on_visit(self, node)
+        if descend and self._prune is not None and isinstance(node, cst.BaseCompoundStatement) \
+                and self._prunable_level():
+            # A top-level block (or a method) whose text names nothing the rules look
+            # for cannot need a change: skip its subtree. Rendering its text is much
+            # cheaper than visiting it.
+            descend = self._prune.search(self.module.code_for_node(node)) is not None
+        return descend
+
+    def _prunable_level(self) -> bool:
+        stack = self._stack
+        if len(stack) >= 2 and isinstance(stack[-2], cst.Module):
+            return True
+        return (len(stack) >= 4 and isinstance(stack[-2], cst.IndentedBlock)
+                and isinstance(stack[-3], cst.ClassDef) and isinstance(stack[-4], cst.Module))
+
+    def set_prune_words(self, words: Iterable[str]) -> None:
+        """Let the traversal skip top-level blocks and methods whose text contains
+        none of ``words`` (a transform calls this from ``visit_Module``)."""
+        ordered = sorted(set(words), key=len, reverse=True)
+        self._prune = re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b") if ordered else None
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        cst.CSTTransformer.on_visit_attribute(self, node, attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        cst.CSTTransformer.on_leave_attribute(self, original_node, attribute)
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+        if isinstance(original_node, _IMPORTS):
+            self._import_depth -= 1
+        try:
+            result = cst.CSTTransformer.on_leave(self, original_node, updated_node)
+        finally:
+            self._stack.pop()
+        comments = self._pending_todos.pop(id(original_node), None)
+        if comments:
+            result = self._attach_comments(result, comments)
+        return result
+
+    @property
+    def in_import(self) -> bool:
+        """True while visiting the inside of an import statement."""
+        return self._import_depth > 0
+
+    # ---- metadata helpers ---------------------------------------------------
+    @property
+    def package(self) -> str | None:
+        """Package of the file being rewritten (resolves relative imports)."""
+        return self.context.full_package_name
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Parents of an original-tree node, innermost first."""
+        stack = self._stack
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is node:
+                yield from reversed(stack[:i])
+                return
+        if self._parents is None:
+            assert self._wrapper is not None
+            self._parents = self._wrapper.resolve(ParentNodeProvider)
+        current = self._parents.get(node)
+        while current is not None:
+            yield current
+            current = self._parents.get(current)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """Parent of an original-tree node (``None`` at the module)."""
+        return next(self.ancestors(node), None)
+
+    def scope_of(self, node: cst.CSTNode) -> Scope | None:
+        """libcst scope of an original-tree node (ScopeProvider, resolved on first use)."""
+        if self._scopes is None:
+            assert self._wrapper is not None
+            self._scopes = self._wrapper.resolve(ScopeProvider)
+        return self._scopes.get(node)
+
+    def imported_qualname(self, node: cst.CSTNode | None) -> str | None:
+        """The absolute qualified name of a Name/Attribute that comes from an import,
+        when it is unambiguous (one binding)."""
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            return None
+        key = id(node)
+        if key not in self._qualnames:
+            self._qualnames[key] = self._compute_qualname(node)
+        return self._qualnames[key]
+
+    def _compute_qualname(self, node: cst.Name | cst.Attribute) -> str | None:
+        scope = self.scope_of(node)
+        if scope is None:
+            return None
+        names = scope.get_qualified_names_for(node)
+        if len(names) != 1:
+            return None
+        (qn,) = names
+        if qn.source is not QualifiedNameSource.IMPORT:
+            return None
+        return absolutize(qn.name, self.package)
+
+    @property
+    def guards(self) -> GuardFinder:
+        """Compat-block finder for the tree being visited."""
+        return self._guards
+
+    def guard(self, node: cst.CSTNode) -> str | None:
+        """Describe the compat block around an original-tree node, if any."""
+        return self._guards.guard(node)
+
+    def import_bindings(self, name: cst.Name) -> list[Assignment] | None:
+        """Import statements that bind ``name`` where it is used (``None`` if any
+        binding is not an import, e.g. a local assignment shadows it)."""
+        scope = self.scope_of(name)
+        if scope is None:
+            return None
+        found: list[Assignment] = []
+        for assignment in scope[name.value]:
+            if not isinstance(assignment, ImportAssignment):
+                return None
+            found.append(assignment)
+        return found or None
+
+    def references_unguarded(self, import_node: cst.CSTNode, local: str) -> bool:
+        """May the local name bound by ``import_node`` be changed at every use?
+        (False when the import or any use sits in a compat block.)"""
+        key = (id(import_node), local)
+        if key not in self._rename_ok:
+            ok = self.guard(import_node) is None
+            scope = self.scope_of(import_node)
+            if ok and scope is not None:
+                for assignment in scope.assignments[local]:
+                    if isinstance(assignment, Assignment) and assignment.node is import_node:
+                        ok = all(self.guard(access.node) is None for access in assignment.references)
+            self._rename_ok[key] = ok
+        return self._rename_ok[key]
+
+    def import_binding(self, name: cst.Name) -> tuple[ImportAssignment, cst.ImportAlias] | None:
+        """The single import (and its alias) that binds ``name`` where it is used."""
+        bindings = self.import_bindings(name)
+        if not bindings or len(bindings) != 1 or not isinstance(bindings[0], ImportAssignment):
+            return None
+        binding = bindings[0]
+        node = binding.node
+        if not isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node.names, cst.ImportStar):
+            return None
+        for alias in node.names:
+            local = alias.evaluated_alias or alias.evaluated_name.partition(".")[0] if isinstance(
+                node, cst.Import) else alias.evaluated_alias or alias.evaluated_name
+            if local == name.value:
+                return binding, alias
+        return None
+
+    def remove_if_unused(self, name: cst.Name) -> None:
+        """Schedule the import binding ``name`` for removal, done only if no use is
+        left once the transform has run (libcst's RemoveImportsVisitor checks)."""
+        found = self.import_binding(name)
+        if found is None:
+            return
+        binding, alias = found
+        if isinstance(binding.node, cst.ImportFrom):
+            module = import_from_module(binding.node, self.package)
+            if module is not None:
+                RemoveImportsVisitor.remove_unused_import(
+                    self.context, module, obj=alias.evaluated_name, asname=alias.evaluated_alias)
+        else:
+            RemoveImportsVisitor.remove_unused_import(self.context, alias.evaluated_name, asname=alias.evaluated_alias)
+
+    @staticmethod
+    def root_name(node: cst.BaseExpression) -> cst.Name | None:
+        """``a`` for ``a.b.c`` (``None`` when the chain does not start at a Name)."""
+        while isinstance(node, cst.Attribute):
+            node = node.value
+        return node if isinstance(node, cst.Name) else None
+
+    @staticmethod
+    def receiver_matches(receiver: cst.BaseExpression, last_name: str | None) -> bool:
+        """True when ``receiver`` ends in ``last_name`` (``None`` matches anything)."""
+        if last_name is None:
+            return True
+        if isinstance(receiver, cst.Name):
+            return receiver.value == last_name
+        if isinstance(receiver, cst.Attribute):
+            return receiver.attr.value == last_name
+        return False
+
+    @staticmethod
+    def text(node: cst.CSTNode) -> str:
+        """Source text of a node (for messages)."""
+        return cst.Module(body=[]).code_for_node(node)
+
+    # ---- findings and TODOs -------------------------------------------------
+    def record(self, node: cst.CSTNode, rule: str, kind: FindingKind, message: str) -> None:
+        """Add a finding for an original-tree node (its line is filled in after the pass)."""
+        self._raw_findings.append((node, rule, kind, message))
+
+    def todo(self, node: cst.CSTNode, rule: str, message: str) -> None:
+        """Leave ``# TODO(...): message`` above the statement containing ``node``.
+
+        ``node`` must not have been left yet (its statement is still open), so the
+        comment can be attached when the statement is left.
+        """
+        statement = node if isinstance(node, _STATEMENT_TYPES) else next(
+            (a for a in self.ancestors(node) if isinstance(a, _STATEMENT_TYPES)), None
+        )
+        if statement is None:
+            return
+        texts = self._pending_todos.setdefault(id(statement), [])
+        comment = f"# {self.TODO_TAG}: {message}"
+        if comment not in texts:
+            texts.append(comment)
+            self.record(node, rule, "todo", message)
+
+    def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str) -> None:
+        """Report a match left alone because it sits in a compat block."""
+        self.record(node, rule, "skipped", f"{what}: left alone inside a {guard}")
+
+    def _attach_comments(
+        self, result: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode], comments: list[str]
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+        if isinstance(result, cst.FlattenSentinel):
+            nodes = list(result.nodes)
+            if nodes:
+                nodes[0] = self._attach_comments(nodes[0], comments)  # type: ignore[assignment]
+            return cst.FlattenSentinel(nodes)
+        if not isinstance(result, _STATEMENT_TYPES):
+            return result
+        leading = list(result.leading_lines)
+        present = {line.comment.value for line in leading if line.comment is not None} | self._header_comments
+        new_lines = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in present]
+        if not new_lines:
+            return result
+        # Right above the statement, below any blank lines or comments it already had.
+        return result.with_changes(leading_lines=[*leading, *new_lines])

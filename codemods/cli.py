@@ -1,0 +1,160 @@
+"""``spyre-adapter upgrade`` and ``spyre-adapter migrate``.
+
+Exit codes: 0 — nothing to change (or changes written / shown); 1 — ``--check`` found
+files that need changes; 2 — a file could not be processed (unreadable, does not
+parse, or its result would not compile: such files are never written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .driver import Job, run
+from .releases import KNOWN_RELEASES, parse_release
+from .report import FileResult, RunReport, write_json
+from .rule_table import RULES
+from .rules import select_rules
+
+__all__ = ["register", "main", "rules_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
+
+EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
+
+
+def _release(text: str) -> str:
+    try:
+        return str(parse_release(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_const", dest="mode", const="write",
+                      help="rewrite files in place (atomically)")
+    mode.add_argument("--check", action="store_const", dest="mode", const="check",
+                      help="change nothing; exit 1 if any file needs changes")
+    parser.set_defaults(mode="diff")
+    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument("--json", metavar="PATH", help="write a JSON report to PATH")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar on stderr (default: when stderr is a terminal)")
+    parser.add_argument("paths", nargs="*", metavar="PATHS", help="files or directories (*.py under them)")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``upgrade`` and ``migrate`` to an argparse ``add_subparsers()`` object."""
+    upgrade = subparsers.add_parser(
+        "upgrade", help="upgrade Inductor backend code across torch releases",
+        description="Apply the release-keyed rules needed to move code from --from to --to. "
+                    "Shows a unified diff unless --write or --check is given.",
+    )
+    upgrade.add_argument("--from", dest="source", type=_release, required=True, metavar="X",
+                         help="torch release the code is written for (e.g. 2.6)")
+    upgrade.add_argument("--to", dest="target", type=_release, default=str(KNOWN_RELEASES[-1]), metavar="Y",
+                         help=f"torch release to upgrade to (default {KNOWN_RELEASES[-1]})")
+    upgrade.add_argument("--rule", dest="rule_ids", action="append", metavar="ID",
+                         help="only this rule (repeatable); see --list-rules")
+    upgrade.add_argument("--list-rules", action="store_true", help="print the selected rules and exit")
+    _common_options(upgrade)
+    upgrade.set_defaults(func=run_upgrade)
+
+    migrate = subparsers.add_parser(
+        "migrate", help="move torch._inductor/_dynamo usage onto the stable API (spyre_shims.compat)",
+        description="Rewrite internal usage that has a stable equivalent; leave a TODO and a report "
+                    "entry where there is none. Shows a unified diff unless --write or --check is given.",
+    )
+    migrate.add_argument("--from", dest="source", type=_release, default=None, metavar="X",
+                         help="torch release the code is written for (maps register_backend_for_device's "
+                              "positional arguments)")
+    _common_options(migrate)
+    migrate.set_defaults(func=run_migrate)
+
+
+def rules_markdown(source: str | None = None, target: str | None = None) -> str:
+    """The rules table as Markdown (all rules, or those selected by source/target)."""
+    rules = RULES if source is None else select_rules(RULES, source, target or str(KNOWN_RELEASES[-1])).rules
+    lines = ["| id | since | old | new | confirmed in |", "|---|---|---|---|---|"]
+    for r in rules:
+        cells = [f"`{r.id}`", str(r.since), f"`{r.old_text}`", f"`{r.new_text}`", r.confirmed]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    """Entry point of ``upgrade`` (returns the exit code)."""
+    if parse_release(args.target) < parse_release(args.source):
+        print(f"error: --to {args.target} is older than --from {args.source}", file=sys.stderr)
+        return EXIT_ERROR
+    known = {r.id for r in RULES}
+    unknown = sorted(set(args.rule_ids or ()) - known)
+    if unknown:
+        print(f"error: unknown rule id(s): {', '.join(unknown)}", file=sys.stderr)
+        return EXIT_ERROR
+    job = Job("upgrade", args.source, args.target, tuple(args.rule_ids) if args.rule_ids else None, args.mode)
+    if args.list_rules:
+        selected = select_rules(job.rules(), args.source, args.target).rules
+        for r in selected:
+            print(f"{r.since!s:>5}  {r.id:34} {r.old_text}  ->  {r.new_text}")
+        print(f"{len(selected)} rule(s) for {args.source} -> {args.target}", file=sys.stderr)
+        return EXIT_OK
+    return _execute(args, job)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    """Entry point of ``migrate`` (returns the exit code)."""
+    return _execute(args, Job("migrate", args.source, None, None, args.mode))
+
+
+def _execute(args: argparse.Namespace, job: Job) -> int:
+    if not args.paths:
+        print("error: no PATHS given", file=sys.stderr)
+        return EXIT_ERROR
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    out = sys.stdout
+
+    def show(result: FileResult) -> None:
+        if result.status == "error":
+            print(f"error: {result.path}: {result.error}", file=sys.stderr)
+        elif result.status == "changed":
+            if job.mode == "diff":
+                out.write(result.diff)
+            elif job.mode == "check":
+                print(f"would change: {result.path}", file=out)
+            else:
+                print(f"rewrote: {result.path}", file=out)
+
+    report = run(args.paths, job, jobs=max(1, args.jobs), progress=progress)
+    for result in report.files:  # sorted by path: the output does not depend on -j
+        show(result)
+    if args.json:
+        write_json(args.json, report.to_json())
+    _summary(report)
+    if report.errors:
+        return EXIT_ERROR
+    if job.mode == "check" and report.changed:
+        return EXIT_CHANGES
+    return EXIT_OK
+
+
+def _summary(report: RunReport) -> None:
+    s = report.summary()
+    todos = s["findings"].get("todo", 0)
+    skipped = s["findings"].get("skipped", 0)
+    print(f"{report.command}: {s['files']} file(s), {s['changed']} to change, {s['errors']} error(s), "
+          f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+
+
+def build_parser(prog: str = "spyre-adapter") -> argparse.ArgumentParser:
+    """A standalone parser with just the codemod subcommands."""
+    parser = argparse.ArgumentParser(prog=prog, description="spyre-adapter codemods")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m spyre_codemods ...``"""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))

@@ -1,0 +1,49 @@
+"""PyTorch release identifiers as the codemods understand them: ``major.minor``.
+
+Rules are keyed by the minor release that introduced the new spelling; patch
+releases never move Inductor APIs, so ``2.9.1`` and ``2.9`` select the same rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Release", "KNOWN_RELEASES", "parse_release"]
+
+_RELEASE_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:[+.\-]?[0-9A-Za-z.+\-]*)?\s*$")
+
+
+@dataclass(frozen=True, order=True)
+class Release:
+    """A ``major.minor`` PyTorch release; ordering is numeric (2.10 > 2.9)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+def parse_release(text: str | Release) -> Release:
+    """Parse ``"2.9"``, ``"2.9.1"`` or ``"2.13.0+cpu"`` into a :class:`Release`.
+
+    Raises ``ValueError`` on anything else, so a typo on the command line fails
+    loudly instead of selecting no rules.
+    """
+    if isinstance(text, Release):
+        return text
+    match = _RELEASE_RE.match(text)
+    if match is None:
+        raise ValueError(f"not a torch release: {text!r} (expected e.g. 2.9 or 2.9.1)")
+    return Release(int(match.group(1)), int(match.group(2)))
+
+
+#: The releases the rule table was confirmed against (latest patch of each minor).
+KNOWN_RELEASES: tuple[Release, ...] = tuple(
+    parse_release(v)
+    for v in (
+        "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1",
+        "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
+    )
+)

@@ -1,0 +1,106 @@
+"""What a codemod run found, per file and in total, and its JSON form."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .fileio import atomic_write
+
+__all__ = ["Finding", "FileResult", "RunReport", "write_json"]
+
+FindingKind = Literal["rewrite", "todo", "skipped"]
+FileStatus = Literal["unchanged", "changed", "error"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One event in a file: a rewrite, a TODO left for a human, or a match that
+    was deliberately skipped (inside a compat block)."""
+
+    line: int
+    rule: str
+    kind: FindingKind
+    message: str
+
+
+@dataclass
+class FileResult:
+    """Outcome for one file (``diff`` is filled in diff mode only)."""
+
+    path: str
+    status: FileStatus
+    lines: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    diff: str = ""
+    prefiltered: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready view (bytes and the diff text are left out)."""
+        data: dict[str, Any] = {
+            "path": self.path,
+            "status": self.status,
+            "lines": self.lines,
+            "findings": [asdict(f) for f in self.findings],
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+@dataclass
+class RunReport:
+    """All files of one run plus the command that produced them."""
+
+    command: str
+    options: dict[str, Any]
+    files: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "changed"]
+
+    @property
+    def errors(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "error"]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts by status, by finding kind and by rule."""
+        kinds: Counter[str] = Counter()
+        rules: Counter[str] = Counter()
+        for f in self.files:
+            for finding in f.findings:
+                kinds[finding.kind] += 1
+                rules[finding.rule] += 1
+        return {
+            "files": len(self.files),
+            "changed": len(self.changed),
+            "errors": len(self.errors),
+            "unchanged": len(self.files) - len(self.changed) - len(self.errors),
+            "lines": sum(f.lines for f in self.files),
+            "findings": dict(sorted(kinds.items())),
+            "by_rule": dict(sorted(rules.items())),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {
+            "command": self.command,
+            "options": self.options,
+            "summary": self.summary(),
+            "files": [f.to_json() for f in self.files if f.findings or f.status != "unchanged"],
+        }
+
+
+def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
+    """Write ``data`` as JSON atomically (a reader never sees half a report)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, (json.dumps(data, indent=2) + "\n").encode("utf-8"))

@@ -1,0 +1,46 @@
+"""Workload results as a table (rich) and as JSON."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from . import differential as diff
+
+_STYLE = {diff.PASS: "green", diff.PASS_NO_KERNEL: "green", diff.FALLBACK: "yellow", diff.FAIL: "bold red",
+          diff.ERROR: "bold red", diff.SKIPPED: "dim"}
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Counts; ``passed`` are device passes (kernels ran), ``passed_no_kernel``
+    cases that legitimately needed none (views, no tensor compute)."""
+    c = Counter(r["status"] for r in records)
+    return {"total": len(records), "passed": c[diff.PASS], "passed_no_kernel": c[diff.PASS_NO_KERNEL],
+            "fallback": c[diff.FALLBACK], "failed": c[diff.FAIL], "errors": c[diff.ERROR], "skipped": c[diff.SKIPPED]}
+
+
+def document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON document: overall summary, per-file summaries, every case."""
+    files = sorted({r["file"] for r in records})
+    return {"summary": summarize(records),
+            "files": {f: summarize([r for r in records if r["file"] == f]) for f in files},
+            "cases": list(records)}
+
+
+def print_table(records: Sequence[dict[str, Any]], console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="workload cases: compiled on spyre vs CPU eager")
+    for col in ("file", "case", "op", "status", "launches", "max abs err", "fallbacks / detail"):
+        table.add_column(col, justify="right" if col in ("launches", "max abs err") else "left", overflow="fold")
+    for r in records:
+        err = r.get("max_abs_err")
+        info = ", ".join(r.get("fallbacks", [])) or r.get("detail", "")
+        table.add_row(r["file"], r["name"], r["op"], f"[{_STYLE.get(r['status'], '')}]{r['status']}[/]",
+                      str(r.get("launches", "")), "" if err is None else f"{err:.2e}", info[:160])
+    console.print(table)
+    s = summarize(records)
+    console.print(", ".join(f"{k} {v}" for k, v in s.items()))

@@ -1,0 +1,122 @@
+"""Run workload files: build each case, check it compiled on spyre against CPU
+eager, and collect one record per case.
+
+Cases with the same op and the same argument signature share one compiled
+function (a Llama file repeats its projections); each signature gets its own
+code object, so Dynamo's per-function recompile limit is never reached (past
+it Dynamo would silently run eagerly). Compiled state is dropped every
+``reset_every`` cases to bound memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import types
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from spyre_shims.runtime import reset_compiled
+
+from . import differential as diff
+from .builders import BuiltCase, CaseError, build
+from .spec import CaseSpec, WorkloadFile, load
+
+
+class CompiledCache:
+    """One compiled function per (op, argument signature)."""
+
+    def __init__(self, reset_every: int) -> None:
+        self.reset_every = reset_every
+        self._fns: dict[str, Callable[..., Any]] = {}
+        self._runs = 0
+
+    def get(self, case: BuiltCase) -> Callable[..., Any]:
+        self._runs += 1
+        if self._runs % self.reset_every == 0:
+            self.clear()
+        fn = self._fns.get(case.signature)
+        if fn is None:
+            fn = torch.compile(_fresh_function(case.fn, len(self._fns)), dynamic=False)
+            self._fns[case.signature] = fn
+        return fn
+
+    def clear(self) -> None:
+        self._fns.clear()
+        reset_compiled()
+        gc.collect()
+
+
+def _fresh_function(op: Callable[..., Any], n: int) -> Callable[..., Any]:
+    """``op(*args, **kwargs)`` in a function with its own code object."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return op(*args, **kwargs)
+
+    code = call.__code__.replace(co_name=f"workload_case_{n}")
+    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+
+
+def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: int | None) -> dict[str, Any]:
+    """The record of one case (never raises for a bad case)."""
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"file": wf.path.name, "name": spec.name, "op": spec.op}
+    try:
+        case = build(spec, wf.defaults)
+    except CaseError as exc:
+        return {**rec, "status": diff.ERROR, "detail": f"cannot build case {spec.name!r}: {exc}"}
+    if case.notes:
+        rec["notes"] = list(case.notes)
+    if max_numel is not None and case.max_numel > max_numel:
+        return {**rec, "status": diff.SKIPPED,
+                "detail": f"an input has {case.max_numel} elements > --max-numel {max_numel} (not run, not a pass)"}
+    try:
+        out = diff.check(case.fn, case.make_args, atol=wf.defaults.atol, rtol=wf.defaults.rtol,
+                         compiled=cache.get(case))
+    except Exception as exc:  # noqa: BLE001 - the eager CPU run rejected the case: it is malformed
+        return {**rec, "status": diff.ERROR, "detail": f"case {spec.name!r} fails on CPU eager: "
+                                                       f"{type(exc).__name__}: {exc}"[:400]}
+    finally:
+        gc.collect()
+    rec.update(out.to_dict())
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    return rec
+
+
+@contextmanager
+def _progress(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
+    if not enabled:
+        yield lambda name: None
+        return
+    columns = (TextColumn("workloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[case]}"))
+    with Progress(*columns, transient=True) as progress:
+        task = progress.add_task("run", total=total, case="")
+        yield lambda name: progress.update(task, advance=1, case=name)
+
+
+def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, reset_every: int = 40,
+              progress: bool = True, cases: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Records of every case of every file, in file order. ``cases`` filters by name.
+    A file that cannot be loaded at all yields one ``error`` record."""
+    files: list[WorkloadFile] = []
+    records: list[dict[str, Any]] = []
+    for p in paths:
+        try:
+            files.append(load(p))
+        except (OSError, ValueError) as exc:
+            records.append({"file": Path(p).name, "name": "<file>", "op": "", "status": diff.ERROR,
+                            "detail": f"cannot load {p}: {exc}"})
+    todo = [(wf, c) for wf in files for c in wf.cases if not cases or c.name in cases]
+    cache = CompiledCache(reset_every)
+    with _progress(len(todo), progress) as advance:
+        for wf, spec in todo:
+            records.append(run_case(spec, wf, cache, max_numel))
+            advance(spec.name)
+    cache.clear()
+    return records

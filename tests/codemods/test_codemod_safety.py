@@ -1,0 +1,272 @@
+"""The upgrade transform's safety properties: compat blocks are left alone, names
+resolve through aliases and relative imports, rules compose across releases, and a
+second run changes nothing."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from libcst.codemod import CodemodContext, CodemodTest
+
+from spyre_codemods.guards import GuardFinder, is_version_test
+from spyre_codemods.releases import Release, parse_release
+from spyre_codemods.rule_table import RULES
+from spyre_codemods.rules import select_rules
+from spyre_codemods.upgrade import UpgradeCommand
+
+
+def upgrade(code: str, source: str = "2.4", target: str = "2.15", package: str | None = None) -> str:
+    context = CodemodContext(full_package_name=package, full_module_name=f"{package}.m" if package else None)
+    return UpgradeCommand(context, source, target).transform_module(cst.parse_module(code)).code
+
+
+class TestCompatBlocks(CodemodTest):
+    TRANSFORM = UpgradeCommand
+
+    def test_try_except_import_error_is_untouched(self) -> None:
+        code = """
+            try:
+                from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+            except ImportError:
+                from torch._inductor.codegen.wrapper import WrapperCodeGen as PythonWrapperCodegen
+
+            class AccelWrapper(PythonWrapperCodegen):
+                pass
+            """
+        self.assertCodemod(code, code, source="2.4", target="2.15")
+
+    def test_version_guarded_if_else_and_ifexp_are_untouched(self) -> None:
+        code = """
+            import torch
+            from torch._inductor.virtualized import V
+
+            TORCH_GE_2_9 = torch.__version__ >= "2.9"
+
+            def rows(x):
+                if TORCH_GE_2_9:
+                    return V.graph.sizevars.guard_int(x)
+                elif hasattr(V.graph.sizevars, "evaluate_static_shape"):
+                    return V.graph.sizevars.evaluate_static_shape(x)
+                return 0
+
+            def hint(x):
+                return V.graph.sizevars.optimization_hint(x) if TORCH_GE_2_9 else V.graph.sizevars.size_hint(x)
+            """
+        self.assertCodemod(code, code, source="2.4", target="2.15")
+
+    def test_attribute_error_fallback_is_untouched(self) -> None:
+        code = """
+            try:
+                n = V.graph.sizevars.guard_int(x)
+            except AttributeError:
+                n = V.graph.sizevars.evaluate_static_shape(x)
+            """
+        self.assertCodemod(code, code, source="2.4", target="2.15")
+
+    def test_plain_error_handling_is_not_a_compat_block(self) -> None:
+        self.assertCodemod(
+            """
+            try:
+                n = V.graph.sizevars.evaluate_static_shape(x)
+            except Exception:
+                n = None
+            """,
+            """
+            try:
+                n = V.graph.sizevars.guard_int(x)
+            except Exception:
+                n = None
+            """,
+            source="2.4", target="2.15",
+        )
+
+    def test_name_bound_by_a_guarded_import_is_not_renamed(self) -> None:
+        code = """
+            try:
+                from torch._inductor.codegen.wrapper import WrapperCodeGen
+            except ImportError:
+                WrapperCodeGen = object
+
+            class AccelWrapper(WrapperCodeGen):
+                @staticmethod
+                def create(*args):
+                    return AccelWrapper()
+            """
+        self.assertCodemod(code, code, source="2.4", target="2.15")
+
+
+class TestResolution(CodemodTest):
+    TRANSFORM = UpgradeCommand
+
+    def test_module_alias_and_from_alias(self) -> None:
+        self.assertCodemod(
+            """
+            import torch._inductor.codegen.wrapper as w
+            from torch._inductor.codegen import wrapper as w2
+            from torch._inductor.codegen.wrapper import WrapperCodeGen as Base
+
+            class A(w.WrapperCodeGen, w2.WrapperCodeGen, Base):
+                @staticmethod
+                def create(*a):
+                    return A()
+            """,
+            """
+            import torch._inductor.codegen.wrapper as w
+            from torch._inductor.codegen import wrapper as w2
+            from torch._inductor.codegen.wrapper import PythonWrapperCodegen as Base
+
+            class A(w.PythonWrapperCodegen, w2.PythonWrapperCodegen, Base):
+                @staticmethod
+                def create(*a):
+                    return A()
+            """,
+            source="2.5", target="2.6",
+        )
+
+    def test_relative_imports_resolve_against_the_package(self) -> None:
+        context = CodemodContext(full_package_name="torch._inductor.codegen", full_module_name="torch._inductor.codegen.m")
+        self.assertCodemod(
+            """
+            from .wrapper import WrapperCodeGen
+            from . import wrapper
+            from .. import ir
+
+            X = (WrapperCodeGen, wrapper.WrapperCodeGen, ir.LoopBodyBlock)
+            """,
+            """
+            from .wrapper import PythonWrapperCodegen
+            from . import wrapper
+            from .. import ir
+            from torch._inductor.loop_body import LoopBodyBlock
+
+            X = (PythonWrapperCodegen, wrapper.PythonWrapperCodegen, LoopBodyBlock)
+            """,
+            source="2.4", target="2.6", context_override=context,
+        )
+
+    def test_unrelated_names_with_the_same_spelling_are_untouched(self) -> None:
+        code = """
+            from vendor.compat import WrapperCodeGen, LoopBody
+
+            class LoopBodyBlock:
+                pass
+
+            def size_hint(x):
+                return x
+
+            X = (WrapperCodeGen, LoopBody, LoopBodyBlock, size_hint(3))
+            """
+        self.assertCodemod(code, code, source="2.4", target="2.15")
+
+    def test_local_shadowing_blocks_the_rename(self) -> None:
+        self.assertCodemod(
+            """
+            from torch._inductor.codegen.wrapper import WrapperCodeGen
+
+            def f(WrapperCodeGen):
+                return WrapperCodeGen
+            """,
+            """
+            from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+            def f(WrapperCodeGen):
+                return WrapperCodeGen
+            """,
+            source="2.5", target="2.6",
+        )
+
+
+class TestComposition(CodemodTest):
+    TRANSFORM = UpgradeCommand
+
+    def test_rules_chain_across_releases(self) -> None:
+        # 2.9 moved the class into template_heuristics.triton; 2.14 moved the package
+        before = "from torch._inductor.template_heuristics import CUDAConfigHeuristic\n"
+        self.assertCodemod(before, "from torch._inductor.template_heuristics.triton import CUDAConfigHeuristic\n",
+                           source="2.8", target="2.13")
+        self.assertCodemod(before, "from torch._inductor.heuristics.template.triton import CUDAConfigHeuristic\n",
+                           source="2.8", target="2.14")
+
+    def test_window_excludes_rules_outside_it(self) -> None:
+        code = "n = V.graph.sizevars.size_hint(x)\nV.graph.sizevars.guard_equals(a, b)\n"
+        self.assertCodemod(code, "n = V.graph.sizevars.size_hint(x)\nV.graph.sizevars.check_equals(a, b)\n",
+                           source="2.8", target="2.10")
+        self.assertCodemod(code, "n = V.graph.sizevars.optimization_hint(x)\nV.graph.sizevars.guard_equals(a, b)\n",
+                           source="2.9", target="2.12")
+
+
+def test_select_rules_window_semantics() -> None:
+    ids = {r.id for r in select_rules(RULES, "2.8", "2.9").rules}
+    assert "register-backend-keywords" in ids and "sizevars-check-equals" in ids
+    assert "free-symbol-uses" not in ids  # 2.8 code already has get_free_symbol_uses
+    assert not select_rules(RULES, "2.13", "2.13").rules
+    assert [r.since for r in select_rules(RULES, "2.4", "2.15").rules] == sorted(r.since for r in RULES)
+    with pytest.raises(ValueError):
+        select_rules(RULES, "2.9", "2.8")
+
+
+def test_release_parsing() -> None:
+    assert parse_release("2.13.0+cpu") == Release(2, 13)
+    assert parse_release("2.9.1") < parse_release("2.10")
+    with pytest.raises(ValueError):
+        parse_release("two.nine")
+
+
+def test_version_test_detection() -> None:
+    def test_of(src: str) -> cst.BaseExpression:
+        return cst.parse_expression(src)
+
+    for src in ("torch.__version__ >= '2.9'", "TORCH_GE_2_9", "hasattr(sizevars, 'guard_int')",
+                "sys.version_info >= (3, 12)", "Version(torch.__version__) < Version('2.6')", "is_torch_2_8"):
+        assert is_version_test(test_of(src)), src
+    for src in ("x > 0", "config.triton.cudagraphs", "node.is_reduction()"):
+        assert not is_version_test(test_of(src)), src
+
+
+def test_guard_finder_names_the_nearest_block() -> None:
+    module = cst.parse_module("try:\n    import a\nexcept ImportError:\n    a = None\n")
+    try_node = module.body[0]
+    assert isinstance(try_node, cst.Try)
+    inner = try_node.body.body[0]
+    parents = {id(inner): try_node.body, id(try_node.body): try_node, id(try_node): module}
+    finder = GuardFinder(lambda n: _walk(parents, n))
+    found = finder.block(inner)
+    assert found is not None and found[0] is try_node and "try/except" in found[1]
+
+
+def _walk(parents: dict[int, cst.CSTNode], node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    while id(node) in parents:
+        node = parents[id(node)]
+        yield node
+
+
+OLD_SPELLINGS = [
+    "from torch._inductor.codegen.wrapper import WrapperCodeGen\nclass W(WrapperCodeGen):\n    pass\n",
+    "from torch._inductor.ir import LoopBody, LoopBodyBlock\n",
+    "n = V.graph.sizevars.size_hint(x, fallback=4)\n",
+    "V.graph.sizevars.guard_equals(a, b)\n",
+    "m = self.sizevars.guard_equals(a, b)\n",
+    "sizes = sizevars.evaluate_static_shapes(xs)\n",
+    "s = node.get_unbacked_symbol_uses()\n",
+    "from torch._inductor.codegen.common import register_backend_for_device\n"
+    "register_backend_for_device('a', S, W, C)\n",
+    "from torch._inductor.utils import IndentedBuffer, cache_on_self\n",
+    "import torch._inductor.template_heuristics as th\nx = th.triton\n",
+    "from torch._dynamo.device_interface import DeviceInterface, DeviceInterfaceMeta\n"
+    "class I(DeviceInterface, metaclass=DeviceInterfaceMeta):\n    pass\n",
+    "wrapper.generate_kernel_call(name, args, grid, 0)\n",
+    "plain = 1\n",
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(OLD_SPELLINGS), min_size=1, max_size=5),
+       st.sampled_from(["2.4", "2.5", "2.8", "2.11"]), st.sampled_from(["2.9", "2.13", "2.15"]))
+def test_upgrade_is_idempotent_and_compiles(snippets: list[str], source: str, target: str) -> None:
+    assume(parse_release(source) <= parse_release(target))
+    code = "".join(snippets)
+    once = upgrade(code, source, target)
+    compile(once, "<upgraded>", "exec")
+    assert upgrade(once, source, target) == once
