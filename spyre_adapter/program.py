@@ -38,6 +38,8 @@ class Instr:
     note: str = ""
     resident: bool = False
     peer: int = -1
+    #: ring all-gather: the cores whose DMA-loaded slices this transfer collects
+    peers: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass
@@ -95,7 +97,7 @@ def program_from_json(text: str) -> Program:
     d = json.loads(text)
     cores = []
     for c in d["cores"]:
-        instrs = [Instr(**i) for i in c.pop("instrs")]
+        instrs = [Instr(**{**i, "peers": tuple(i.get("peers", ()))}) for i in c.pop("instrs")]
         c["ranges"] = [tuple(r) for r in c["ranges"]]
         c["rchunk"] = tuple(c["rchunk"])
         cores.append(CoreStream(instrs=instrs, **c))

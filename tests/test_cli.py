@@ -30,7 +30,7 @@ def test_run_llama_block_reports_check_and_device(tmp_path: Path) -> None:
     kinds = {k["kind"] for k in data["kernels"]}
     assert kinds == {"loop", "matmul"}
     events = json.loads(trace.read_text())["traceEvents"]
-    cores = {e["pid"] for e in events if e.get("cat") in ("dma", "compute")}
+    cores = {e["pid"] for e in events if e.get("cat") in ("dma_in", "compute")}
     assert len(cores) > 1 and any(e.get("cat") == "kernel" for e in events)
 
 

@@ -1,14 +1,15 @@
 """Time model of a Spyre program: a discrete-event simulation of every core.
 
-Each core has three engines that run their instructions in program order: DMA
-(``dma_in``/``dma_out``, DRAM <-> LX), ring (``ring``, core <-> core) and compute
-(``vec`` on the vector/SFU path, ``pe`` on the PE arrays). Dependencies:
+Each core has engines that run their instructions in program order: a load
+DMA channel per operand and a store channel (``dma_in``/``dma_out``, DRAM <->
+LX), the ring port (``ring``, core <-> core) and compute (``vec`` on the
+vector/SFU path, ``pe`` on the PE arrays). Dependencies:
 compute of tile t waits for that tile's inputs; a tile's inputs wait until the
 compute two tiles back released its LX slot (double buffering); outputs wait for
 their compute; a ring transfer waits until its source core has the data; a
 barrier waits for every core. DRAM bandwidth is shared: concurrent transfers
-split the sustained bandwidth of their read/write mix, each capped by one
-core's DMA rate. Ring links run at 128 B/cycle per direction.
+split the sustained bandwidth of their read/write mix fairly, and one core's
+transfers together never exceed its DMA rate. Ring links run at 128 B/cycle per direction.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from collections import defaultdict
 from ..machine import Machine
 from ..program import Program
 
-_ENGINE = {"dma_in": "dma", "dma_out": "dma", "ring": "ring", "vec": "compute", "pe": "compute"}
+#: Engines per core: a load queue per operand and a store queue (DMA channels,
+#: all drawing on the shared DRAM bandwidth), the ring port, and compute.
+_ENGINE = {"dma_in": "dma_in", "dma_out": "dma_out", "ring": "ring", "vec": "compute", "pe": "compute"}
+
+
+def _engine(ins) -> str:  # type: ignore[no-untyped-def]
+    eng = _ENGINE[ins.op]
+    return f"dma_in:{ins.buffer}" if eng == "dma_in" else eng
+
+
+def _is_dma(engine: str) -> bool:
+    return engine.startswith("dma_")
 
 
 @dataclasses.dataclass
@@ -60,7 +72,7 @@ def simulate(p: Program, m: Machine) -> Timeline:
             if ins.op == "barrier":
                 barriers[s.core].append(i)
             else:
-                queues[(s.core, _ENGINE[ins.op])].append(i)
+                queues[(s.core, _engine(ins))].append(i)
     instrs = {s.core: s.instrs for s in p.cores}
     pos = {k: 0 for k in queues}
     # Per-core progress used by dependency checks.
@@ -102,6 +114,8 @@ def simulate(p: Program, m: Machine) -> Timeline:
         if ins.op == "ring":
             if ins.buffer == "partials":
                 return compute_done.get((core, ins.tile), False)
+            if ins.peers:  # all-gather: every peer's slice must have arrived
+                return all((p2, ins.buffer, ins.tile) in arrived for p2 in ins.peers)
             return (ins.peer, ins.buffer, ins.tile) in arrived or ins.peer < 0
         return True
 
@@ -122,7 +136,7 @@ def simulate(p: Program, m: Machine) -> Timeline:
                 act = {"idx": idx, "start": now}
                 if eng == "compute":
                     act["end"] = now + ins.cycles / m.clock_ghz
-                elif eng == "dma":
+                elif _is_dma(eng):
                     act["remaining"] = float(ins.bytes)
                     act["setup"] = now + m.dma_setup_ns
                     act["write"] = ins.op == "dma_out"
@@ -146,11 +160,16 @@ def simulate(p: Program, m: Machine) -> Timeline:
                 break
             raise RuntimeError(f"{p.name}: program deadlocked at t={now:.0f} ns ({n_done}/{total_instrs} done)")
         # Rates for transfers past their setup.
-        dram = [a for k, a in active.items() if k[1] == "dma" and a["setup"] <= now]
-        n_rd = sum(1 for a in dram if not a["write"])
+        dram = [(k, a) for k, a in active.items() if _is_dma(k[1]) and a["setup"] <= now]
+        n_rd = sum(1 for _, a in dram if not a["write"])
         n_wr = len(dram) - n_rd
         bw = m.dram_gbps(n_rd, n_wr) if dram else 0.0
-        rate = min(m.core_dma_gbps, bw / len(dram)) if dram else 0.0
+        per_core: dict[int, int] = defaultdict(int)
+        for k, _ in dram:
+            per_core[k[0]] += 1
+        # Fair share of DRAM per transfer, and a core's transfers together at
+        # most its DMA rate.
+        rates = {k: min(bw / len(dram), m.core_dma_gbps / per_core[k[0]]) for k, _ in dram}
         # Next event.
         nxt = float("inf")
         for key, a in active.items():
@@ -159,12 +178,12 @@ def simulate(p: Program, m: Machine) -> Timeline:
             elif a["setup"] > now:
                 nxt = min(nxt, a["setup"])
             else:
-                r = rate if key[1] == "dma" else m.ring_gbps
+                r = rates[key] if _is_dma(key[1]) else m.ring_gbps
                 nxt = min(nxt, now + a["remaining"] / r if r > 0 else now)
         dt = max(nxt - now, 0.0)
         for key, a in active.items():
             if key[1] != "compute" and a["setup"] <= now:
-                r = rate if key[1] == "dma" else m.ring_gbps
+                r = rates[key] if _is_dma(key[1]) else m.ring_gbps
                 a["remaining"] -= r * dt
         now = nxt
         for key in list(active):
@@ -175,8 +194,9 @@ def simulate(p: Program, m: Machine) -> Timeline:
                 continue
             idx = a["idx"]
             ins = instrs[core][idx]
-            events.append(Event(core, eng, ins.op, ins.buffer, a["start"], now, ins.bytes, ins.tile))
-            busy[core][eng] += now - a["start"]
+            lane = "dma_in" if eng.startswith("dma_in") else eng
+            events.append(Event(core, lane, ins.op, ins.buffer, a["start"], now, ins.bytes, ins.tile))
+            busy[core][lane] += now - a["start"]
             del active[key]
             pos[key] += 1
             n_done += 1

@@ -9,7 +9,7 @@ from typing import Any
 
 from .timing import Timeline
 
-_TID = {"dma": 0, "ring": 1, "compute": 2, "sync": 3}
+_TID = {"dma_in": 0, "dma_out": 1, "ring": 2, "compute": 3, "sync": 4}
 
 
 def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[str, Any]]:

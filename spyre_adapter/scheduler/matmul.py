@@ -35,6 +35,12 @@ class MatmulShape:
     bias: str  # "" | "row" (broadcast over M) | "full"
 
 
+#: Loop orders inside a core. "c": the output tile stays in LX while A and B
+#: k-slices stream through; "b": a B column panel stays in LX while row tiles of
+#: A stream past it; "a": an A row panel stays while column tiles of B stream.
+ORDERS = ("c", "b", "a")
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     gb: int
@@ -45,6 +51,7 @@ class Grid:
     tn: int
     tk: int
     share: bool = True
+    order: str = "c"
 
     @property
     def cores(self) -> int:
@@ -97,17 +104,33 @@ def _mac_rate(s: MatmulShape, m: Machine) -> float:
     return m.sustained_mac_per_ns_per_core / (4.0 if s.isz >= 4 else 1.0)
 
 
+def _lx_bytes(s: MatmulShape, g: Grid, kb: int, tm: int, tn: int, tk: int) -> int:
+    acc = tm * tn * 4  # fp32 accumulator
+    bias = tn * s.out_isz if s.bias else 0
+    if g.order == "b":
+        return acc + kb * tn * s.isz + 2 * tm * tk * s.isz + bias
+    if g.order == "a":
+        return acc + tm * kb * s.isz + 2 * tk * tn * s.isz + bias
+    return acc + 2 * (tm * tk + tk * tn) * s.isz + bias
+
+
 def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
-    """Closed-form time of a grid, or None when it does not fit LX."""
+    """Closed-form time of a grid and loop order, or None when it does not fit LX.
+
+    Fill (the first operand slices of every core, through shared DRAM) and the
+    exposed tail (the last output tile of every core, written together) are
+    charged explicitly; in between the slowest of PE, DRAM, DMA and ring wins.
+    """
     bb, mb, nb, kb = _per_core(s, g, m)
     tm, tn, tk = min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)
-    lx = tm * tn * 4 + 2 * (tm * tk + tk * tn) * s.isz + (tn * s.isz if s.bias else 0)
+    lx = _lx_bytes(s, g, kb, tm, tn, tk)
     if lx > m.lx_usable_bytes:
         return None
     n_mt, n_nt = _cdiv(mb, tm), _cdiv(nb, tn)
-    # Per core: A is re-read once per column tile, B once per row tile.
-    a_core = bb * mb * kb * s.isz * n_nt
-    b_core = bb * kb * nb * s.isz * n_mt
+    a_reads = 1 if g.order == "a" else n_nt  # times a core streams its A block
+    b_reads = 1 if g.order == "b" else n_mt
+    a_core = bb * mb * kb * s.isz * a_reads
+    b_core = bb * kb * nb * s.isz * b_reads
     c_core = bb * mb * nb * s.out_isz
     # DRAM: a shared operand block is read once per sharing group.
     a_share, b_share = (g.gn, g.gm) if g.share else (1, 1)
@@ -115,19 +138,32 @@ def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
     if s.bias:
         dram_rd += (s.batch if s.bias == "full" else 1) * (s.m if s.bias == "full" else 1) * s.n * s.out_isz
     dram_wr = c_core * g.cores / g.gk
-    dram_ns = (dram_rd + dram_wr) / m.dram_gbps(dram_rd, dram_wr)
-    # One core's own DMA: its share of the reads, plus its output.
+    bw = m.dram_gbps(dram_rd, dram_wr)
+    dram_ns = (dram_rd + dram_wr) / bw
     own = a_core / a_share + b_core / b_share + c_core / g.gk
-    dma_ns = own / min(m.core_dma_gbps, m.dram_gbps(dram_rd, dram_wr) / max(1, g.cores) * g.cores)
+    dma_ns = own / min(m.core_dma_gbps, bw)
     recv = a_core * (1 - 1 / a_share) + b_core * (1 - 1 / b_share)
     partial = (mb * nb * 4 * (g.gk - 1) / g.gk) if g.gk > 1 else 0.0
     ring_ns = (recv + partial) / m.ring_gbps
     eff = m.pe_efficiency(tm)
     compute_ns = bb * _round_up(mb, m.pe_rows) * nb * kb / (_mac_rate(s, m) * eff)
-    steps = bb * n_mt * n_nt * _cdiv(kb, tk)
-    fill = (tm * tk + tk * tn) * s.isz / m.core_dma_gbps + tm * tn * s.out_isz / m.core_dma_gbps
-    per_core = max(compute_ns, dma_ns, ring_ns) + fill + steps * m.dma_setup_ns * 0.0
-    total = m.kernel_launch_ns + max(per_core, dram_ns) + (m.sync_ns if g.cores > 1 else 0.0)
+    # Fill: every core's first operand slices, through shared DRAM.
+    first = g.cores * (tm * tk / a_share + tk * tn / b_share) * s.isz
+    fill = first / m.dram_read_gbps
+    # A stationary panel is loaded during the first pass over the other
+    # operand: if DRAM cannot deliver it within that pass, the PEs wait.
+    stall = 0.0
+    if g.order == "b":
+        stall = max(0.0, b_core * g.cores / b_share / m.dram_read_gbps - compute_ns / n_mt)
+    elif g.order == "a":
+        stall = max(0.0, a_core * g.cores / a_share / m.dram_read_gbps - compute_ns / n_nt)
+    # Tail: the last output tile of every core is written after the last PE step.
+    tail = g.cores / g.gk * tm * tn * s.out_isz / m.dram_write_gbps
+    # Every step (one k-slice of one output tile) sets up its DMAs and hands a
+    # buffer between the DMA and PE engines: small tiles pay for it.
+    steps = bb * n_mt * n_nt * max(1, min(8, _cdiv(kb, tk)))
+    body = max(compute_ns, dram_ns, dma_ns, ring_ns) + stall + steps * 2 * m.dma_setup_ns
+    total = m.kernel_launch_ns + fill + body + tail + (m.sync_ns if g.cores > 1 else 0.0)
     return Cost(total, compute_ns, dram_rd + dram_wr, dram_ns, ring_ns, lx)
 
 
@@ -150,25 +186,34 @@ def grids(s: MatmulShape, m: Machine) -> list[Grid]:
             continue
         g0 = Grid(gb, gm, gn, gk, 0, 0, 0)
         bb, mb, nb, kb = _per_core(s, g0, m)
-        for tm in {min(mb, t) for t in (64, 128, 256, 512, 1024)}:
+        for tm in {min(mb, t) for t in (32, 64, 128, 256, 512, 1024)}:
             for tn in {min(nb, t) for t in (64, 128, 256, 512, 1024)}:
                 for tk in {min(kb, t) for t in (64, 128, 256, 512)}:
-                    out.append(Grid(gb, gm, gn, gk, tm, tn, tk))
+                    for order in ORDERS:
+                        out.append(Grid(gb, gm, gn, gk, tm, tn, tk, order=order))
     return out
 
 
 def choose(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> tuple[Grid, Cost]:
-    best: tuple[Grid, Cost] | None = None
+    """The cheapest grid by the closed form (ties: fewer, larger tiles)."""
+    ranked = rank(s, m, share, max_cores)
+    if not ranked:
+        raise ValueError(f"no matmul tiling fits LX for {s}")
+    return ranked[0]
+
+
+def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> list[tuple[Grid, Cost]]:
+    """Every grid that fits, cheapest first by the closed form."""
+    out = []
     for g in grids(s, m):
         if max_cores is not None and g.cores > max_cores:
             continue
         g = dataclasses.replace(g, share=share)
         c = cost(s, g, m)
-        if c is not None and (best is None or c.total_ns < best[1].total_ns):
-            best = (g, c)
-    if best is None:
-        raise ValueError(f"no matmul tiling fits LX for {s}")
-    return best
+        if c is not None:
+            out.append((g, c))
+    out.sort(key=lambda gc: (round(gc[1].total_ns), -gc[0].tm * gc[0].tn * gc[0].tk, gc[0].cores))
+    return out
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -180,7 +225,30 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         # for the PE arrays; the numerics handle it.
         return Program(name, "matmul", kernel, [], {"grid": "empty", "cores": 0}, {str(k): v for k, v in sizes.items()},
                        flops=0.0, compulsory_bytes=0)
-    g, c = choose(s, m, share, max_cores)
+    ranked = rank(s, m, share, max_cores)
+    if not ranked:
+        raise ValueError(f"no matmul tiling fits LX for {s}")
+    # The closed form ranks; the few best are simulated and the fastest wins.
+    from ..emulator.timing import simulate
+
+    best: tuple[float, Program] | None = None
+    for g, c in ranked[:REFINE]:
+        prog = _program(kernel, s, g, c, m, sizes, name, share)
+        t = simulate(prog, m).total_ns
+        prog.division["simulated_ns"] = round(t)
+        if best is None or t < best[0]:
+            best = (t, prog)
+    assert best is not None
+    best[1].division["candidates"] = len(ranked)
+    return best[1]
+
+
+#: How many of the best-ranked grids are simulated before choosing.
+REFINE = 4
+
+
+def _program(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
+             sizes: Mapping[sympy.Symbol, int], name: str, share: bool) -> Program:
     bb, mb, nb, kb = _per_core(s, g, m)
     tm, tn, tk = min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)
     a_name = kernel.inputs[-2].name
@@ -188,6 +256,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     streams = []
     eff = m.pe_efficiency(tm)
     rate = _mac_rate(s, m) * eff
+    def busy(ib: int, im: int, in_: int, ik: int) -> bool:
+        return min(s.batch - ib * bb, s.m - im * mb, s.n - in_ * nb, s.k - ik * kb) > 0
+
     core = 0
     for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)):
         rows = (min(s.m, im * mb), min(s.m, (im + 1) * mb))
@@ -197,36 +268,53 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         st = CoreStream(core, [], ranges=[bat, rows, cols, ks])
         mrows, ncols, kext, nbat = rows[1] - rows[0], cols[1] - cols[0], ks[1] - ks[0], bat[1] - bat[0]
         if min(mrows, ncols, kext, nbat) > 0:
-            a_owner = in_ == 0 or not share  # first core of the row group reads A
-            b_owner = im == 0 or not share
+            # A shared operand block is loaded in slices by every core of its
+            # group and all-gathered over the ring: DRAM reads it once, and no
+            # single core's DMA channel carries the whole group.
+            a_group = [core + (j - in_) * g.gk for j in range(g.gn) if busy(ib, im, j, ik)] if share else [core]
+            b_group = [core + (j - im) * g.gn * g.gk for j in range(g.gm) if busy(ib, j, in_, ik)] if share else [core]
             n_kt = _cdiv(kext, tk)
             step_k = max(1, n_kt // 8)  # coarsen long K loops to <= 8 steps per output tile
             tile = 0
+            mts = [(mt * tm, min(tm, mrows - mt * tm)) for mt in range(_cdiv(mrows, tm))]
+            nts = [(nt * tn, min(tn, ncols - nt * tn)) for nt in range(_cdiv(ncols, tn))]
+            # Visit output tiles so the stationary operand is reused: "b" walks
+            # row tiles inside a column tile, "a" and "c" column tiles inside a row tile.
+            pairs = [(mt, nt) for nt in nts for mt in mts] if g.order == "b" else [(mt, nt) for mt in mts for nt in nts]
             for _ in range(nbat):
-                for mt in range(_cdiv(mrows, tm)):
-                    tmr = min(tm, mrows - mt * tm)
-                    for nt in range(_cdiv(ncols, tn)):
-                        tnc = min(tn, ncols - nt * tn)
-                        for k0 in range(0, n_kt, step_k):
-                            kk = min(kext - k0 * tk, step_k * tk)
-                            a_b, b_b = tmr * kk * s.isz, kk * tnc * s.isz
-                            st.instrs.append(Instr("dma_in" if a_owner else "ring", a_name, a_b, tile=tile,
-                                                   peer=-1 if a_owner else core - in_ * g.gk))
-                            st.instrs.append(Instr("dma_in" if b_owner else "ring", b_name, b_b, tile=tile,
-                                                   peer=-1 if b_owner else core - im * g.gn * g.gk))
-                            macs = _round_up(tmr, m.pe_rows) * tnc * kk
-                            st.instrs.append(Instr("pe", "", 0, macs / rate * m.clock_ghz, tile=tile,
-                                                   note=f"{tmr}x{tnc}x{kk} MACs"))
-                            tile += 1
-                        last = tile - 1  # the output tile's final k step
-                        if g.gk > 1 and ik > 0:
-                            st.instrs.append(Instr("ring", "partials", tmr * tnc * 4, tile=last,
-                                                   peer=core - ik, note="fp32 partial sums"))
-                        elif g.gk == 1 or ik == 0:
-                            if s.bias:
-                                st.instrs.append(Instr("dma_in", kernel.inputs[0].name, tnc * s.out_isz *
-                                                       (tmr if s.bias == "full" else 1), tile=last, note="bias"))
-                            st.instrs.append(Instr("dma_out", kernel.output.name, tmr * tnc * s.out_isz, tile=last))
+                first_a: set[int] = set()
+                first_b: set[int] = set()
+                for (m0, tmr), (n0, tnc) in pairs:
+                    for k0 in range(0, n_kt, step_k):
+                        kk = min(kext - k0 * tk, step_k * tk)
+                        a_b, b_b = tmr * kk * s.isz, kk * tnc * s.isz
+                        load_a = g.order != "a" or m0 not in first_a
+                        load_b = g.order != "b" or n0 not in first_b
+                        for load, name_, nbytes, group in ((load_a, a_name, a_b, a_group),
+                                                           (load_b, b_name, b_b, b_group)):
+                            if not load:
+                                continue
+                            mine = nbytes // len(group) + (nbytes % len(group) if core == group[0] else 0)
+                            st.instrs.append(Instr("dma_in", name_, mine, tile=tile))
+                            if len(group) > 1:
+                                st.instrs.append(Instr("ring", name_, nbytes - mine, tile=tile,
+                                                       peers=tuple(c2 for c2 in group if c2 != core),
+                                                       note=f"all-gather over {len(group)} cores"))
+                        macs = _round_up(tmr, m.pe_rows) * tnc * kk
+                        st.instrs.append(Instr("pe", "", 0, macs / rate * m.clock_ghz, tile=tile,
+                                               note=f"{tmr}x{tnc}x{kk} MACs"))
+                        tile += 1
+                    first_a.add(m0)
+                    first_b.add(n0)
+                    last = tile - 1  # the output tile's final k step
+                    if g.gk > 1 and ik > 0:
+                        st.instrs.append(Instr("ring", "partials", tmr * tnc * 4, tile=last,
+                                               peer=core - ik, note="fp32 partial sums"))
+                    else:
+                        if s.bias:
+                            st.instrs.append(Instr("dma_in", kernel.inputs[0].name, tnc * s.out_isz *
+                                                   (tmr if s.bias == "full" else 1), tile=last, note="bias"))
+                        st.instrs.append(Instr("dma_out", kernel.output.name, tmr * tnc * s.out_isz, tile=last))
             st.lx_peak = c.lx_bytes
             if g.cores > 1:
                 st.instrs.append(Instr("barrier", note="end of kernel"))
@@ -236,7 +324,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         + s.batch * s.m * s.n * s.out_isz
     if s.bias:
         compulsory += (s.batch * s.m if s.bias == "full" else 1) * s.n * s.out_isz
-    division = {"grid": f"b{g.gb} m{g.gm} n{g.gn} k{g.gk}", "tile": f"{tm}x{tn}x{tk}", "cores": g.cores,
+    division = {"grid": f"b{g.gb} m{g.gm} n{g.gn} k{g.gk}", "tile": f"{tm}x{tn}x{tk}", "order": g.order,
+                "cores": g.cores,
                 "share": share, "pe_efficiency": round(eff, 3), "estimate_ns": round(c.total_ns)}
     return Program(name, "matmul", kernel, streams, division, {str(k): v for k, v in sizes.items()},
                    flops=2.0 * s.batch * s.m * s.n * s.k, compulsory_bytes=compulsory, ksplit=g.gk)
