@@ -12,6 +12,8 @@ Vendor backends import this package instead of ``torch._inductor``. It exposes:
 Only the private package ``spyre_shims._torch`` touches torch internals.
 """
 
+import torch  # noqa: F401  (first: torch's import registers devices that import this package)
+
 from .backend import API_LEVEL
 
 __version__ = "0.1.0"

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 import torch
 
-__all__ = ["OpDef", "POINTWISE", "STRUCTURAL", "REDUCTIONS", "is_known", "result_dtype"]
+__all__ = ["OpDef", "POINTWISE", "STRUCTURAL", "REDUCTIONS", "REDUCTION_ARITY", "is_known", "result_dtype", "dtype_name",
+           "torch_dtype"]
 
 ResultKind = Literal["promote", "float", "bool", "int", "first"]
 

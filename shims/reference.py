@@ -21,7 +21,8 @@ from . import index as _index
 from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
-__all__ = ["Box", "compute_dtype", "run_loop_kernel", "concrete", "full_box", "KernelFault"]
+__all__ = ["Box", "compute_dtype", "run_loop_kernel", "run_kernel", "run_extern", "buffer_view", "concrete", "full_box",
+           "KernelFault"]
 
 #: A tile: (start, stop) per iteration dimension.
 Box = tuple[tuple[int, int], ...]

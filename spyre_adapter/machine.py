@@ -40,7 +40,7 @@ class Machine:
     ring_bytes_per_cycle: int = 128
     stick_bytes: int = 128
     span_bytes_per_core: int = 256 * 1024**2
-    vector_bytes_per_cycle: int = 128
+    vector_bytes_per_cycle: int = 512
     sfu_cycles_per_stick: float = 4.0
     kernel_launch_ns: float = 1500.0
     dma_setup_ns: float = 120.0
@@ -143,7 +143,8 @@ SOURCES: dict[str, str] = {
     "ring_bytes_per_cycle": "[tsd] bidirectional ring, 128 B/cycle per direction",
     "stick_bytes": "[tsd] 128-byte stick: the unit of layout and per-core work",
     "span_bytes_per_core": "[tsd] 256 MB of contiguous device memory per tensor per core",
-    "vector_bytes_per_cycle": "[rapid] 1-D vector/SFU path: one stick per cycle per core",
+    "vector_bytes_per_cycle": "[rapid]/[fit] elementwise work runs on the PE arrays' SIMD lanes as well as the "
+                              "1-D vector unit: 256 16-bit lanes per core; fitted with torch-spyre's 1-core softmax",
     "sfu_cycles_per_stick": "[fit] transcendental (exp, rsqrt, div...) cost per stick, fitted to torch-spyre softmax",
     "kernel_launch_ns": "[fit] per-kernel launch/teardown, fitted to torch-spyre small-kernel times",
     "dma_setup_ns": "[fit] per-DMA-descriptor setup",

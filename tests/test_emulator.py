@@ -97,7 +97,7 @@ def _exp_chain(rows: int, cols: int, depth: int) -> KernelGroup:
 
 def test_division_is_chosen_by_cost() -> None:
     small = plan(_add_kernel(2, 64), DEFAULT, {})
-    big = plan(_exp_chain(4096, 1024, 16), DEFAULT, {})  # SFU-bound: wants every core
+    big = plan(_exp_chain(4096, 1024, 128), DEFAULT, {})  # SFU-bound: wants every core
     mem = plan(_add_kernel(4096, 1024), DEFAULT, {})  # DRAM-bound: a few cores saturate DRAM
     assert small.cores_used == 1
     assert big.cores_used == DEFAULT.cores
@@ -156,6 +156,6 @@ def test_timeline_respects_double_buffering() -> None:
 def test_machine_override_changes_plan() -> None:
     m = Machine.from_spec("cores=8,lx_kib=512")
     assert m.cores == 8 and m.lx_bytes == 512 * 1024 and m.lx_usable_bytes < DEFAULT.lx_usable_bytes
-    p = plan(_exp_chain(4096, 4096, 8), m, {})
+    p = plan(_exp_chain(4096, 4096, 64), m, {})
     assert p.cores_used == 8 and all(s.lx_peak <= m.lx_usable_bytes for s in p.cores)
     assert dataclasses.replace(DEFAULT) == DEFAULT

@@ -81,7 +81,11 @@ def _granularity(infos: list[LoopInfo], mult: list[int], rows: int, m: Machine) 
     return max(1, min(g, rows))
 
 
-def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> GroupModel:
+def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int],
+                lx_planning: bool = True) -> GroupModel:
+    """Work and traffic of a group. ``lx_planning``: keep a group's intermediates
+    and re-read operands in LX (off: every sub-kernel reads and writes DRAM, the
+    baseline torch-spyre measured without LX planning)."""
     dtypes = {b.name: b.dtype for b in group.buffers}
     infos = [analyse(k, dtypes, sizes) for k in group.kernels]
     rows = min(i.numel for i in infos) if infos else 0
@@ -89,15 +93,22 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
         mult = [i.numel // rows for i in infos]
     else:  # iteration spaces that do not nest: run as one row
         rows, mult = 1, [i.numel for i in infos]
-    internal = {b.name for b in group.buffers if b.role == "internal"}
+    internal = {b.name for b in group.buffers if b.role == "internal"} if lx_planning else set()
+    unit = _granularity(infos, mult, rows, m) if rows else 1
     accesses: list[_Access] = []
     written: set[str] = set()
+    loaded: dict[tuple[str, int, int], int] = {}  # (buffer, footprint of a unit, of all rows)
     for k, info in enumerate(infos):
         for acc in info.accesses:
-            lx = acc.buffer in internal or (not acc.store and acc.buffer in written)
+            lx = lx_planning and (acc.buffer in internal or (not acc.store and acc.buffer in written))
+            if lx_planning and not acc.store and not lx and rows:
+                # A second load of the same data in the group is served by LX.
+                sig = (acc.buffer, access_footprint(info, acc, 0, min(unit, rows) * mult[k], m.stick_bytes)[1],
+                       access_footprint(info, acc, 0, rows * mult[k], m.stick_bytes)[1])
+                lx = sig in loaded
+                loaded.setdefault(sig, k)
             accesses.append(_Access(acc.buffer, acc.store, k, info, acc, lx=lx))
         written |= {a.buffer for a in info.accesses if a.store}
-    unit = _granularity(infos, mult, rows, m) if rows else 1
     # Row-invariant loads: one unit touches as much as all rows.
     for a in accesses:
         if not a.store and not a.lx and rows > unit:
@@ -232,9 +243,10 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
 
 
 def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-               force: Division | None = None) -> Program:
-    """Schedule a loop-kernel group onto the card."""
-    gm = model_group(group, m, sizes)
+               force: Division | None = None, lx_planning: bool = True) -> Program:
+    """Schedule a loop-kernel group onto the card (``force``: a fixed division
+    instead of the cheapest; ``lx_planning``: see :func:`model_group`)."""
+    gm = model_group(group, m, sizes, lx_planning)
     if gm.rows == 0:
         return Program(name, "loop", group, [], {"cores": 0}, {str(k): v for k, v in sizes.items()})
     best, costs = choose(gm, m) if force is None else (force, {force: _estimate(gm, m, force)})
