@@ -31,9 +31,10 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
-    """A value of IR dtype ``dt``: rounded to it, held in its compute dtype
-    (every op rounds its result, as eager PyTorch does)."""
-    return x.to(dt).to(compute_dtype(dt)) if dt in _LOW_PRECISION else x.to(dt)
+    """A value of IR dtype ``dt``. Values are held in their own dtype, so every
+    op rounds its result to it, as eager PyTorch does (torch computes 16-bit
+    float ops in float32 internally)."""
+    return x if x.dtype == dt else x.to(dt)
 
 
 class KernelFault(RuntimeError):
@@ -41,7 +42,7 @@ class KernelFault(RuntimeError):
 
 
 def compute_dtype(dt: torch.dtype) -> torch.dtype:
-    """Values of 16-bit float buffers are computed in float32."""
+    """The dtype reductions of ``dt`` values accumulate in (float32 for 16-bit floats)."""
     return torch.float32 if dt in _LOW_PRECISION else dt
 
 
@@ -60,6 +61,23 @@ def full_box(kernel: LoopKernel, sizes: Mapping[sympy.Symbol, int] | None = None
     return tuple((0, concrete(r, sizes or {})) for r in kernel.ranges)
 
 
+class _LazyIndexEnv(dict):  # type: ignore[type-arg]
+    """Index-variable tensors, built on first use (affine accesses never need them)."""
+
+    def __init__(self, tile: "_Tile") -> None:
+        super().__init__()
+        self._tile = tile
+
+    def __missing__(self, var: sympy.Symbol) -> Any:
+        t = self._tile
+        k = t.vars.index(var)
+        view = [1] * len(t.shape)
+        view[k] = t.shape[k]
+        value = torch.arange(t.starts[k], t.starts[k] + t.shape[k], dtype=torch.int64).view(view)
+        self[var] = value
+        return value
+
+
 class _Tile:
     """Index variables of one tile, shaped to broadcast over box x reduction dims."""
 
@@ -70,12 +88,8 @@ class _Tile:
         self.shape = [hi - lo for lo, hi in box] + self.red
         self.vars = list(ivars) + list(rvars)
         self.starts = [lo for lo, _ in box] + [0] * len(self.red)
-        nd = len(self.shape)
-        self.env: dict[sympy.Symbol, Any] = {s: v for s, v in sizes.items()}
-        for k, (var, start, n) in enumerate(zip(self.vars, self.starts, self.shape)):
-            view = [1] * nd
-            view[k] = n
-            self.env[var] = torch.arange(start, start + n, dtype=torch.int64).view(view)
+        self.env: dict[sympy.Symbol, Any] = _LazyIndexEnv(self)
+        self.env.update(sizes)
 
     @property
     def numel(self) -> int:
@@ -250,6 +264,7 @@ def run_loop_kernel(
     if tile.numel == 0 and not kernel.reduction_ranges:
         return
     nbox = len(box)
+    written = set(kernel.writes())
     vals: list[Any] = []
     reduced = False  # after a reduction, values carry size-1 reduction dims
 
@@ -267,7 +282,9 @@ def run_loop_kernel(
             if view is None:
                 idx = _check_bounds(_gather_index(expr, tile), flat.numel(), f"{kernel.name}: load {name}", mask)
                 view = flat.take(idx)
-            out = view.to(compute_dtype(flat.dtype))
+            # Loaded data is used in place (a view); copied only when this kernel
+            # also stores to the buffer (an in-place update).
+            out = view.clone() if name in written else view
         elif op in ("store", "store_reduction"):
             name, expr, v = args[0], args[1], val(args[2])
             mode = args[3] if len(args) > 3 else None
@@ -285,19 +302,18 @@ def run_loop_kernel(
                 flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
         elif op == "constant":
             value, dt = args
-            tdt = compute_dtype(torch_dtype(dt))
-            out = torch.tensor(value, dtype=tdt)
+            out = torch.tensor(value, dtype=torch_dtype(dt))
         elif op == "index_expr":
             expr, dt = args
             env_tile = tile if not reduced else _KeepTile(tile, nbox)
             r = _index.compile_index(expr)(env_tile.env)
-            out = torch.as_tensor(r).to(compute_dtype(torch_dtype(dt)))
+            out = torch.as_tensor(r).to(torch_dtype(dt))
         elif op == "to_dtype":
             x, dt = val(args[0]), torch_dtype(args[1])
-            out = torch.as_tensor(x).to(dt).to(compute_dtype(dt))
+            out = torch.as_tensor(x).to(dt)
         elif op == "to_dtype_bitcast":
             x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
-            out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))
+            out = torch.as_tensor(x).to(src).contiguous().view(dt)
         elif op == "where":
             c, a, b = (torch.as_tensor(val(x)) for x in args)
             out = torch.where(c.bool(), a, b)
@@ -348,8 +364,9 @@ class _KeepTile:
     """The tile seen by values after a reduction: reduction dims collapsed to 1."""
 
     def __init__(self, tile: _Tile, nbox: int) -> None:
-        self.env = dict(tile.env)
-        for k, var in enumerate(tile.vars[nbox:], start=nbox):
+        self.env = _LazyIndexEnv(tile)
+        self.env.update({k: v for k, v in dict.items(tile.env)})
+        for var in tile.vars[nbox:]:
             self.env[var] = torch.zeros([1] * len(tile.shape), dtype=torch.int64)
         self.vars = tile.vars
         self.starts = tile.starts

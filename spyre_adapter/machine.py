@@ -41,7 +41,7 @@ class Machine:
     stick_bytes: int = 128
     span_bytes_per_core: int = 256 * 1024**2
     vector_bytes_per_cycle: int = 512
-    sfu_cycles_per_stick: float = 4.0
+    sfu_cycles_per_stick: float = 2.0
     kernel_launch_ns: float = 1500.0
     dma_setup_ns: float = 120.0
     sync_ns: float = 400.0

@@ -27,19 +27,33 @@ def _matmul(p: Program, buffers: Mapping[str, torch.Tensor], sizes: Mapping[symp
     views = [buffer_view(buffers[b.name], b, sizes) for b in k.inputs]
     out = buffer_view(buffers[k.output.name], k.output, sizes)
     a, b = views[-2], views[-1]
+    alpha, beta = (k.attr("alpha", 1), k.attr("beta", 1)) if k.op in ("addmm", "baddbmm") else (1, 0)
+    if out.dtype in (torch.float16, torch.bfloat16) and a.dtype == out.dtype and b.dtype == out.dtype:
+        # The PE arrays multiply 16-bit operands and accumulate in fp32; torch's
+        # CPU matmul of 16-bit tensors does the same (fp32 accumulation, one
+        # rounding of the result). Partial sums of a K split are fp32 on the card
+        # too, so their order changes nothing at 16-bit output precision.
+        if k.op in ("addmm", "baddbmm") and beta != 0:
+            res = torch.baddbmm(views[0], a, b, beta=beta, alpha=alpha) if a.dim() == 3 else \
+                torch.addmm(views[0].expand(out.shape), a, b, beta=beta, alpha=alpha)
+        else:
+            res = torch.matmul(a, b)
+            if alpha != 1:
+                res = res * alpha
+        out.copy_(res)
+        return
     acc = torch.float64 if out.dtype == torch.float64 else torch.float32
     # fp32 accumulation per K chunk, chunks summed in core order (ring reduction).
-    res = None
+    total = None
     for chunk_a, chunk_b in zip(torch.tensor_split(a, p.ksplit, dim=-1), torch.tensor_split(b, p.ksplit, dim=-2)):
         if chunk_a.shape[-1] == 0:
             continue
         part = torch.matmul(chunk_a.to(acc), chunk_b.to(acc))
-        res = part if res is None else res + part
-    if res is None:
-        res = torch.zeros(out.shape, dtype=acc)
-    if k.op in ("addmm", "baddbmm"):
-        alpha, beta = k.attr("alpha", 1), k.attr("beta", 1)
-        res = res * alpha if alpha != 1 else res
-        if beta != 0:
-            res = res + beta * views[0].to(acc)
-    out.copy_(res.to(out.dtype))
+        total = part if total is None else total + part
+    if total is None:
+        total = torch.zeros(out.shape, dtype=acc)
+    if alpha != 1:
+        total = total * alpha
+    if k.op in ("addmm", "baddbmm") and beta != 0:
+        total = total + beta * views[0].to(acc)
+    out.copy_(total.to(out.dtype))

@@ -181,8 +181,14 @@ def _tiles(work: _CoreWork, m: Machine) -> tuple[int, int]:
     room = max(m.lx_usable_bytes - inv, m.lx_usable_bytes // 4)
     if stream == 0:
         return 1, inv
-    n = max(1, math.ceil(2 * stream / room))
+    # Double-buffered tiles that fit, and small enough that the first load and
+    # the last store (not overlapped with compute) stay short.
+    n = max(1, math.ceil(2 * stream / room), math.ceil(stream / TILE_TARGET_BYTES))
     return n, inv + min(stream, 2 * math.ceil(stream / n))
+
+
+#: Streamed bytes per LX tile the tiler aims for (fill/drain vs per-DMA setup).
+TILE_TARGET_BYTES = 64 * 1024
 
 
 def _estimate(gm: GroupModel, m: Machine, d: Division) -> float:
