@@ -131,6 +131,8 @@ class _Printer:
             return "(" + " * ".join(self(a) for a in e.args) + ")"
         if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
             return f"({self(e.base)} ** {int(e.exp)})"
+        if isinstance(e, sympy.Abs):
+            return f"abs({self(e.args[0])})"
         if isinstance(e, sympy.Min):
             return "_min(" + ", ".join(self(a) for a in e.args) + ")"
         if isinstance(e, sympy.Max):

@@ -97,7 +97,7 @@ _BINARY: dict[str, Callable[..., torch.Tensor]] = {
 }
 _BINARY_FLOAT = {
     "truediv": torch.true_divide, "div_rn": torch.true_divide, "pow": torch.pow, "atan2": torch.atan2,
-    "hypot": torch.hypot, "ldexp": torch.ldexp, "polygamma": lambda a, b: torch.polygamma(int(b.flatten()[0]), a),
+    "hypot": torch.hypot, "ldexp": torch.ldexp, "polygamma": lambda n, x: torch.polygamma(int(n.flatten()[0]), x),
     "zeta": torch.special.zeta, "igamma": torch.igamma, "igammac": torch.igammac,
     "gammainc": torch.special.gammainc, "gammaincc": torch.special.gammaincc,
     "chebyshev_polynomial_t": torch.special.chebyshev_polynomial_t,

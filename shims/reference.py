@@ -31,10 +31,11 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
-    """A value of IR dtype ``dt``. Values are held in their own dtype, so every
-    op rounds its result to it, as eager PyTorch does (torch computes 16-bit
-    float ops in float32 internally)."""
-    return x if x.dtype == dt else x.to(dt)
+    """A value of IR dtype ``dt``, held in its compute dtype: 16-bit floats are
+    computed in float32 and rounded only where the kernel stores them or casts
+    explicitly (Inductor's semantics, which its CPU backend shares)."""
+    cd = compute_dtype(dt)
+    return x if x.dtype == cd else x.to(cd)
 
 
 class KernelFault(RuntimeError):
@@ -42,7 +43,7 @@ class KernelFault(RuntimeError):
 
 
 def compute_dtype(dt: torch.dtype) -> torch.dtype:
-    """The dtype reductions of ``dt`` values accumulate in (float32 for 16-bit floats)."""
+    """The dtype values of IR dtype ``dt`` are computed in (float32 for 16-bit floats)."""
     return torch.float32 if dt in _LOW_PRECISION else dt
 
 
@@ -282,9 +283,10 @@ def run_loop_kernel(
             if view is None:
                 idx = _check_bounds(_gather_index(expr, tile), flat.numel(), f"{kernel.name}: load {name}", mask)
                 view = flat.take(idx)
-            # Loaded data is used in place (a view); copied only when this kernel
-            # also stores to the buffer (an in-place update).
-            out = view.clone() if name in written else view
+            cd = compute_dtype(flat.dtype)
+            # Loaded data is used in place (a view) when no conversion is needed;
+            # copied when this kernel also stores to the buffer (in-place update).
+            out = view.to(cd) if view.dtype != cd else (view.clone() if name in written else view)
         elif op in ("store", "store_reduction"):
             name, expr, v = args[0], args[1], val(args[2])
             mode = args[3] if len(args) > 3 else None
@@ -302,18 +304,18 @@ def run_loop_kernel(
                 flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
         elif op == "constant":
             value, dt = args
-            out = torch.tensor(value, dtype=torch_dtype(dt))
+            out = torch.tensor(value, dtype=compute_dtype(torch_dtype(dt)))
         elif op == "index_expr":
             expr, dt = args
             env_tile = tile if not reduced else _KeepTile(tile, nbox)
             r = _index.compile_index(expr)(env_tile.env)
-            out = torch.as_tensor(r).to(torch_dtype(dt))
+            out = torch.as_tensor(r).to(compute_dtype(torch_dtype(dt)))
         elif op == "to_dtype":
             x, dt = val(args[0]), torch_dtype(args[1])
-            out = torch.as_tensor(x).to(dt)
+            out = torch.as_tensor(x).to(dt).to(compute_dtype(dt))  # an explicit cast rounds
         elif op == "to_dtype_bitcast":
             x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
-            out = torch.as_tensor(x).to(src).contiguous().view(dt)
+            out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))
         elif op == "where":
             c, a, b = (torch.as_tensor(val(x)) for x in args)
             out = torch.where(c.bool(), a, b)

@@ -60,9 +60,11 @@ def register() -> None:
         return
     from spyre_shims.backend import register_backend
 
+    from . import decompositions
     from .backend import SpyreBackend
 
     register_backend(SpyreBackend())
+    decompositions.register("spyre")
     _registered = True
 
 

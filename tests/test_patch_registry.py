@@ -58,12 +58,14 @@ def test_scoped_application_restores_and_counts(target_module) -> None:
 
 
 def test_registry_state_on_this_torch() -> None:
-    """2.8+ key the FX graph cache through a per-device pass: no patch. Older
-    releases hold one patch for it while the backend is registered."""
+    """The Spyre backend's decompositions are registered patches; before 2.8 one
+    more keys the FX graph cache (no per-device pass exists there)."""
     from packaging.version import Version
 
-    active = [p for p in REGISTRY.report() if p["active"]]
-    if installed() >= Version("2.8"):
-        assert active == []
-    else:
-        assert [p["name"] for p in active] == ["cache-key:spyre"]
+    from spyre_adapter.decompositions import NORM_OPS
+
+    active = {p["name"] for p in REGISTRY.report() if p["active"]}
+    expected = {f"decomposition:spyre:{op}" for op in NORM_OPS}
+    if installed() < Version("2.8"):
+        expected.add("cache-key:spyre")
+    assert active == expected

@@ -35,6 +35,7 @@ _FN_RULES: dict[str, Callable[..., sympy.Expr]] = {
     "PythonMod": lambda a, b: sidx.IndexMod(a, b),
     "Mod": lambda a, b: sidx.IndexMod(a, b),
     "Identity": lambda x: x,
+    "Abs": lambda a: sympy.Abs(a),
     "Min": lambda *a: sympy.Min(*a),
     "Max": lambda *a: sympy.Max(*a),
 }

@@ -86,7 +86,9 @@ class HostBackedDevice:
 
         h_args = tuple(to_host(None, a) for a in args)
         h_kwargs = {k: to_host(k, v) for k, v in kwargs.items()}
-        out = op(*h_args, **h_kwargs)
+        out = _HOST_OP.get(op, op)(*h_args, **h_kwargs)
+        if op in _META_STRIDES and isinstance(out, torch.Tensor):
+            out = _as_meta_strides(op, out, h_args, h_kwargs)
         for dev_t, tmp in outs:
             if dev_t.shape != tmp.shape or dev_t.stride() != tmp.stride():
                 self.adapter.repoint(dev_t, tmp)  # the result's memory becomes the tensor's
@@ -105,6 +107,9 @@ class HostBackedDevice:
             if not isinstance(o, torch.Tensor):
                 mapped.append(o)
                 continue
+            if o.layout != torch.strided:
+                raise NotImplementedError(f"{self.name}: {op} produces a {o.layout} tensor; the {self.name} device "
+                                          "holds strided tensors only")
             writer = self._written_arg(schema, returns[k] if k < len(returns) else None, args, kwargs)
             mapped.append(writer if writer is not None else self.wrap(o, owners))
         return tree_unflatten(mapped, spec)
@@ -131,6 +136,18 @@ class HostBackedDevice:
         else:
             dst.copy_(s)
         return dst
+
+    def _convolution(self, input: torch.Tensor, weight: torch.Tensor, bias: Any, stride: Any, padding: Any,
+                     dilation: Any, transposed: bool, output_padding: Any, groups: int) -> torch.Tensor:
+        """Convolution on the host, in the memory format torch expects of this
+        device (what compiled code and fake tensors assume)."""
+        backend = torch._C._select_conv_backend(input, weight, bias=bias, stride=stride, padding=padding,
+                                                dilation=dilation, transposed=transposed,
+                                                output_padding=output_padding, groups=groups, bias_sizes=None)
+        fmt = torch._C._conv_determine_backend_memory_format(input, weight, backend)
+        out = self.fallback(_aten.convolution_overrideable.default, input, weight, bias, stride, padding, dilation,
+                            transposed, output_padding, groups)
+        return out if out.is_contiguous(memory_format=fmt) else out.contiguous(memory_format=fmt)
 
     def _copy_from_lazy_bits(self, src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
         if self._is_dev(src) or self._is_dev(dst):
@@ -190,11 +207,47 @@ class HostBackedDevice:
         # conj/neg fallbacks would clone through this very copy, endlessly.
         for key in ("Conjugate", "Negative"):
             lib.impl("_copy_from", no_trace(self._copy_from_lazy_bits), key)
+        # Composite defaults of these raise for custom devices: route them to the host.
+        lib.impl("convolution_overrideable", no_trace(self._convolution), "PrivateUse1")
+        lib.impl("convolution_backward_overrideable",
+                 no_trace(functools.partial(self.fallback, _aten.convolution_backward_overrideable.default)),
+                 "PrivateUse1")
         lib.impl("resize_", no_trace(self._resize), "PrivateUse1")
         for name, op in (("as_strided", _aten.as_strided.default), ("view", _aten.view.default),
                          ("_reshape_alias", _aten._reshape_alias.default), ("unfold", _aten.unfold.default)):
             lib.impl(name, no_trace(_redispatch(a, op)), "PrivateUse1")
         self._libs = [fb, lib]
+
+
+def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any, dilation: Any,
+                   transposed: bool, output_padding: Any, groups: int, output_mask: Any) -> Any:
+    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]]
+    return _aten.convolution_backward.default(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                                              transposed, output_padding, groups, output_mask)
+
+
+#: Ops custom devices receive instead of the CPU ones (the "overrideable"
+#: entry points), run on the host as the op the CPU implements.
+_HOST_OP: dict[Any, Any] = {
+    _aten.convolution_overrideable.default: _aten.convolution.default,
+    _aten.convolution_backward_overrideable.default: _conv_backward,
+}
+
+
+#: Ops whose CPU kernels lay out their result unlike their meta kernels (which
+#: compiled code and every non-CPU device follow): results are re-strided.
+_META_STRIDES = {_aten.nonzero.default, _aten.nonzero_static.default}
+
+
+def _as_meta_strides(op: Any, out: torch.Tensor, args: Any, kwargs: Any) -> torch.Tensor:
+    meta_args, meta_kwargs = tree_map(lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x, (args, kwargs))
+    try:
+        want = op(*meta_args, **meta_kwargs).stride() if op is not _aten.nonzero.default else (1, out.shape[0])
+    except Exception:  # noqa: BLE001 - no usable meta kernel: keep the CPU layout
+        return out
+    if out.stride() == tuple(want):
+        return out
+    return torch.empty_strided(out.shape, want, dtype=out.dtype).copy_(out)
 
 
 @functools.cache

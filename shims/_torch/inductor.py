@@ -382,3 +382,12 @@ def config_patch(overrides: dict[str, Any]) -> Any:
                  for key in unknown]
         raise ValueError(f"unknown Inductor config option(s) on torch {installed()}: {', '.join(hints)}")
     return config.patch(dict(overrides))
+
+
+def refresh_decompositions() -> None:
+    """Drop cached copies of Inductor's decomposition table (some releases
+    memoise the table with the random-op extras)."""
+    mod = importlib.import_module("torch._inductor.decomposition")
+    cached = getattr(mod, "fast_random_decomps", None)
+    if hasattr(cached, "cache_clear"):
+        cached.cache_clear()

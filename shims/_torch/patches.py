@@ -34,6 +34,7 @@ class Patch:
     reason: str
     params: tuple[str, ...] | None = None  # expected leading parameters of a callable target
     allow_none: bool = False  # the target may currently hold None (config slots)
+    key: Any = None  # patch one entry of a dict target instead of the attribute itself
     fired: int = 0
     active: bool = False
     _saved: Any = _MISSING
@@ -61,10 +62,17 @@ class PatchRegistry:
         except (ImportError, AttributeError) as exc:
             raise PatchTargetError(f"patch {patch.name!r}: target {patch.target} does not exist ({exc})") from exc
         current = getattr(owner, leaf, _MISSING)
+        if patch.key is not None and current is not _MISSING:
+            if not isinstance(current, dict):
+                raise PatchTargetError(f"patch {patch.name!r}: target {patch.target} is not a table")
+            current = current.get(patch.key, _MISSING)
+            where = f"{patch.target}[{patch.key}]"
+        else:
+            where = patch.target
         if current is _MISSING:
-            raise PatchTargetError(f"patch {patch.name!r}: target {patch.target} does not exist")
+            raise PatchTargetError(f"patch {patch.name!r}: target {where} does not exist")
         if current is None and not patch.allow_none:
-            raise PatchTargetError(f"patch {patch.name!r}: target {patch.target} is None")
+            raise PatchTargetError(f"patch {patch.name!r}: target {where} is None")
         if patch.params is not None and current is not None:
             try:
                 got = tuple(inspect.signature(current).parameters)
@@ -82,7 +90,7 @@ class PatchRegistry:
         if p.active:
             return
         owner, leaf = _resolve(p.target)
-        p._saved = getattr(owner, leaf)
+        p._saved = getattr(owner, leaf)[p.key] if p.key is not None else getattr(owner, leaf)
 
         def fired() -> None:
             p.fired += 1
@@ -91,7 +99,11 @@ class PatchRegistry:
             else:
                 log.debug("patch %s fired (%d)", p.name, p.fired)
 
-        setattr(owner, leaf, p.make(p._saved, fired))
+        replacement = p.make(p._saved, fired)
+        if p.key is not None:
+            getattr(owner, leaf)[p.key] = replacement
+        else:
+            setattr(owner, leaf, replacement)
         p.active = True
         log.info("patch %s applied to %s: %s", p.name, p.target, p.reason)
 
@@ -101,7 +113,10 @@ class PatchRegistry:
         if not p.active:
             return
         owner, leaf = _resolve(p.target)
-        setattr(owner, leaf, p._saved)
+        if p.key is not None:
+            getattr(owner, leaf)[p.key] = p._saved
+        else:
+            setattr(owner, leaf, p._saved)
         p.active, p._saved = False, _MISSING
         log.info("patch %s restored", p.name)
 

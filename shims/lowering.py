@@ -1,0 +1,61 @@
+"""Device-scoped decompositions: change how an aten op is broken down, only for
+tensors on one device.
+
+Inductor's decomposition table is global; :func:`register_decomposition` wraps
+an entry so the vendor's function runs when the op's tensors are on the given
+device and the previous decomposition runs otherwise. Entries go through the
+shims' patch registry (verified, reported, restorable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+__all__ = ["register_decomposition", "registered_decompositions"]
+
+_REGISTERED: list[str] = []
+
+
+def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    flat, _ = tree_flatten((args, kwargs))
+    for x in flat:
+        if isinstance(x, torch.Tensor):
+            return x.device.type
+    return None
+
+
+def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None:
+    """Decompose ``op`` with ``fn(default, *args, **kwargs)`` when its tensors are
+    on ``device``; ``default`` is the decomposition that applied before.
+
+    ``op`` is an aten OpOverload that already has an Inductor decomposition
+    (otherwise :class:`~spyre_shims.errors.PatchTargetError`).
+    """
+    from ._torch.patches import REGISTRY, Patch
+
+    def make(original: Callable[..., Any], fired: Callable[[], None]) -> Callable[..., Any]:
+        def decomposition(*args: Any, **kwargs: Any) -> Any:
+            if _device_type(args, kwargs) == device:
+                fired()
+                return fn(original, *args, **kwargs)
+            return original(*args, **kwargs)
+
+        return decomposition
+
+    name = f"decomposition:{device}:{op}"
+    REGISTRY.register(Patch(name, "torch._inductor.decomposition:decompositions", make,
+                            f"{device} decomposes {op} its own way", key=op))
+    REGISTRY.apply(name)
+    from ._torch.inductor import refresh_decompositions
+
+    refresh_decompositions()
+    _REGISTERED.append(name)
+
+
+def registered_decompositions() -> list[str]:
+    """Names of the decompositions registered so far."""
+    return list(_REGISTERED)
