@@ -161,8 +161,9 @@ def _core_work(gm: GroupModel, m: Machine, rows: tuple[int, int], rfrac: float) 
     for acc in gm.accesses:
         k = gm.mult[acc.kernel]
         _, nbytes = access_footprint(acc.info, acc.acc, a * k, b * k, m.stick_bytes)
-        if not acc.acc.reduced:
-            nbytes = int(nbytes * rfrac)
+        if not acc.acc.reduced and rfrac < 1:
+            # This core's share of the reduction extent, in whole sticks.
+            nbytes = -(-int(math.ceil(nbytes * rfrac)) // m.stick_bytes) * m.stick_bytes
         if acc.lx:
             lx += nbytes
         elif acc.invariant:

@@ -196,7 +196,13 @@ def grids(s: MatmulShape, m: Machine) -> list[Grid]:
 
 def choose(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> tuple[Grid, Cost]:
     """The cheapest grid by the closed form (ties: fewer, larger tiles)."""
-    ranked = rank(s, m, share, max_cores)
+    ranked = rank(s, m, share and not naive, max_cores)
+    if naive:
+        even = [gc for gc in ranked if gc[0].gk == 1 and gc[0].order == "c"
+                and gc[0].tm == min(64, _per_core(s, gc[0], m)[1]) and gc[0].tn == min(64, _per_core(s, gc[0], m)[2])
+                and gc[0].tk == min(64, _per_core(s, gc[0], m)[3])]
+        most = max((gc[0].cores for gc in even), default=0)
+        ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
         raise ValueError(f"no matmul tiling fits LX for {s}")
     return ranked[0]
@@ -217,15 +223,26 @@ def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None =
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-                share: bool = True, max_cores: int | None = None) -> Program:
-    """Schedule a matmul-family extern kernel."""
+                share: bool = True, max_cores: int | None = None, naive: bool = False) -> Program:
+    """Schedule a matmul-family extern kernel.
+
+    ``naive`` is the benchmark's "even split" baseline: the output divided
+    evenly over every core, 64x64x64 tiles, no operand shared over the ring,
+    no stationary operand and no K split (each tile re-reads its operands).
+    """
     s = shape_of(kernel, sizes)
     if min(s.batch, s.m, s.n, s.k) == 0:
         # Empty output, or an empty sum (zeros, plus the bias for addmm): no work
         # for the PE arrays; the numerics handle it.
         return Program(name, "matmul", kernel, [], {"grid": "empty", "cores": 0}, {str(k): v for k, v in sizes.items()},
                        flops=0.0, compulsory_bytes=0)
-    ranked = rank(s, m, share, max_cores)
+    ranked = rank(s, m, share and not naive, max_cores)
+    if naive:
+        even = [gc for gc in ranked if gc[0].gk == 1 and gc[0].order == "c"
+                and gc[0].tm == min(64, _per_core(s, gc[0], m)[1]) and gc[0].tn == min(64, _per_core(s, gc[0], m)[2])
+                and gc[0].tk == min(64, _per_core(s, gc[0], m)[3])]
+        most = max((gc[0].cores for gc in even), default=0)
+        ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
         raise ValueError(f"no matmul tiling fits LX for {s}")
     # The closed form ranks; the few best are simulated and the fastest wins.
@@ -233,7 +250,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
 
     best: tuple[float, Program] | None = None
     for g, c in ranked[:REFINE]:
-        prog = _program(kernel, s, g, c, m, sizes, name, share)
+        prog = _program(kernel, s, g, c, m, sizes, name, share and not naive)
         t = simulate(prog, m).total_ns
         prog.division["simulated_ns"] = round(t)
         if best is None or t < best[0]:
