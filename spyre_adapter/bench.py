@@ -12,6 +12,7 @@ through ``torch.compile`` on the device and run on the emulator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -215,6 +216,37 @@ def bench_block(m: Machine, quick: bool) -> tuple[list[dict[str, Any]], dict[str
     return rows, {"eager_s": eager, "emulated_s": emulated, "ratio": emulated / eager, "config": dataclasses.asdict(cfg)}
 
 
+#: (batch, heads, queries, keys, head dim, causal): Llama-3.1-8B prefill and a smaller case.
+ATTENTION = [(1, 32, 2048, 2048, 128, True), (1, 8, 512, 512, 64, True)]
+
+
+def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
+    """The hand-written attention kernel against the generic path (matmul,
+    softmax, matmul through DRAM), both compiled and run in this run."""
+    from . import attention
+    from .report import REPORT
+
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for b, h, lq, lk, d, causal in ATTENTION[1:] if quick else ATTENTION:
+        q, k, v = (torch.randn(b, h, n, d, generator=gen).half() for n in (lq, lk, lk))
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+        times, errors = {}, {}
+        expected = attention.reference(q, k, v, causal, 1.0 / math.sqrt(d)).float()
+        for mode in ("handwritten", "generic"):
+            reset_compiled()
+            REPORT.reset()
+            ctx = attention.generic_path() if mode == "generic" else contextlib.nullcontext()
+            with ctx:
+                out = torch.compile(lambda *a: fn(*a), dynamic=False)(q.to("spyre"), k.to("spyre"), v.to("spyre"))
+            times[mode] = REPORT.clock_ns
+            errors[mode] = float((out.cpu().float() - expected).abs().max())
+        rows.append({"shape": [b, h, lq, lk, d], "causal": causal, "handwritten_ns": times["handwritten"],
+                     "generic_ns": times["generic"], "gain": times["generic"] / times["handwritten"],
+                     "max_abs_error": errors})
+    return rows
+
+
 def calibration(m: Machine) -> list[dict[str, Any]]:
     """The model against torch-spyre's measurements of the real card."""
     gen = torch.Generator().manual_seed(0)
@@ -290,6 +322,9 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
             wl_rows, status = bench_workloads(m, workloads, max_numel)
             rows += wl_rows
             extra["workload_cases"] = status
+        console.log("hand-written attention vs the generic path")
+        attn = bench_attention(m, quick)
+        extra["attention_gain_min"] = min(r["gain"] for r in attn)
         console.log("decoder block")
         block_rows, block = bench_block(m, quick)
         rows += block_rows
@@ -297,7 +332,7 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
         calib = calibration(m)
     extra["wall_s"] = time.perf_counter() - t0
     return {"machine": m.to_dict(), "kernels": rows, "decoder_block": block, "calibration": calib,
-            "summary": summarize(rows, block, calib, extra)}
+            "attention": attn, "summary": summarize(rows, block, calib, extra)}
 
 
 def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
@@ -319,6 +354,13 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
         if r["source"] == "chain":
             table.add_row(r["name"], f"{r['modeled_ns'] / 1e3:.1f}", f"{r['eta_dram']:.3f}", f"{r['rho']:.2f}",
                           str(r["cores"]), f"{r['even_split']['eta_dram']:.3f}", f"{r['even_split']['rho']:.2f}")
+    console.print(table)
+    table = Table(title="hand-written attention vs the generic path (modeled device time)")
+    for col in ("B x H x Lq x Lk x D", "causal", "hand-written us", "generic us", "gain", "max abs err"):
+        table.add_column(col)
+    for a in doc.get("attention", []):
+        table.add_row("x".join(map(str, a["shape"])), str(a["causal"]), f"{a['handwritten_ns'] / 1e3:.1f}",
+                      f"{a['generic_ns'] / 1e3:.1f}", f"{a['gain']:.2f}x", f"{a['max_abs_error']['handwritten']:.1e}")
     console.print(table)
     table = Table(title="calibration against torch-spyre's measurements of the real card")
     for col in ("measurement", "unit", "measured", "model", "error"):

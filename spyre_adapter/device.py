@@ -60,11 +60,12 @@ def register() -> None:
         return
     from spyre_shims.backend import register_backend
 
-    from . import decompositions
+    from . import attention, decompositions
     from .backend import SpyreBackend
 
     register_backend(SpyreBackend())
     decompositions.register("spyre")
+    attention.register("spyre")
     _registered = True
 
 

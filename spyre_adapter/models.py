@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["ModelConfig", "build", "MODELS", "example_inputs"]
@@ -95,10 +96,9 @@ class Attention(nn.Module):
         rep = cfg.heads // cfg.kv_heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
-        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale
-        mask = torch.full((s, s), float("-inf"), device=x.device, dtype=scores.dtype).triu(1)
-        probs = torch.softmax((scores + mask).float(), -1).to(q.dtype)
-        out = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, cfg.heads * cfg.head_dim)
+        # Causal attention as Hugging Face's "sdpa" implementation calls it.
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
+        out = out.transpose(1, 2).reshape(b, s, cfg.heads * cfg.head_dim)
         return self.o_proj(out)
 
 

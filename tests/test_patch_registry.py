@@ -58,14 +58,15 @@ def test_scoped_application_restores_and_counts(target_module) -> None:
 
 
 def test_registry_state_on_this_torch() -> None:
-    """The Spyre backend's decompositions are registered patches; before 2.8 one
-    more keys the FX graph cache (no per-device pass exists there)."""
+    """The Spyre backend's decompositions and the hand-written-kernel rewrite are
+    registered patches; before 2.8 one more keys the FX graph cache (no
+    per-device pass exists there)."""
     from packaging.version import Version
 
     from spyre_adapter.decompositions import NORM_OPS
 
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in NORM_OPS}
+    expected = {f"decomposition:spyre:{op}" for op in NORM_OPS} | {"kernel-rewrites"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
     assert active == expected

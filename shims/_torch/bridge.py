@@ -20,6 +20,7 @@ import sympy
 from .. import kernel_ir as kir
 from ..backend import Backend, FusionCandidate, get_backend
 from ..errors import UnsupportedKernelError
+from ..kernels import NAMESPACE
 from . import capture
 from . import inductor as ind
 
@@ -85,6 +86,23 @@ def _graph_state(wrapper: Any, device: str) -> dict[str, Any]:
 def _kernel_name(wrapper: Any, device: str) -> str:
     state = _graph_state(wrapper, device)
     return f"{device}_{state['graph']}_k{next(state['ids'])}"
+
+
+def record_custom_kernel(wrapper: Any, device: str, node: Any, op: str) -> None:
+    """Record a hand-written kernel call in the graph's Kernel IR."""
+    inputs = []
+    for inp in getattr(node, "inputs", ()):
+        try:
+            name, layout = ind.operand(inp)
+        except TypeError:
+            continue
+        inputs.append(capture.buffer_spec(ind.real_name(name), layout, "input"))
+    scalars = tuple((f"arg{k}", v) for k, v in enumerate(getattr(node, "constant_args", ()))
+                    if isinstance(v, (bool, int, float)))
+    name = _kernel_name(wrapper, device)
+    out = kir.BufferSpec(node.get_name(), inputs[0].dtype if inputs else "float32", (), ())
+    _graph_state(wrapper, device)["kernels"].append(
+        kir.ExternKernel(name, op.split(".")[1], tuple(inputs), out, tuple(b.name for b in inputs), scalars))
 
 
 def record_fallback(wrapper: Any, device: str, op: str) -> None:
@@ -236,7 +254,12 @@ def _make_wrapper(device: str) -> type:
 
         def generate_fallback_kernel(self, node: Any, *args: Any, **kwargs: Any) -> Any:
             if ind.node_device_type(node) == device:
-                record_fallback(self, device, ind.fallback_op_name(node))
+                op = ind.fallback_op_name(node)
+                if op.startswith(f"{NAMESPACE}."):
+                    # A hand-written kernel: an opaque call that runs on the device.
+                    record_custom_kernel(self, device, node, op)
+                else:
+                    record_fallback(self, device, op)
             return super().generate_fallback_kernel(node, *args, **kwargs)
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,80 @@
+"""The hand-written kernel channel: Spyre's flash-style attention against the
+generic path (the checked reference), and the routing rules."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from spyre_adapter import attention
+from spyre_shims.kernels import registered_kernels
+from spyre_shims.runtime import capture_graphs, reset_compiled
+
+
+def _qkv(b: int, h: int, lq: int, lk: int, d: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(lq * 7 + lk)
+    return [torch.randn(b, h, n, d, generator=g).to(dtype) for n in (lq, lk, lk)]
+
+
+def _compiled(fn, args, generic: bool = False):
+    reset_compiled()
+    ctx = attention.generic_path() if generic else contextlib.nullcontext()
+    with ctx, capture_graphs() as graphs:
+        out = torch.compile(lambda *a: fn(*a), dynamic=False)(*[a.to("spyre") for a in args]).cpu()
+    return out, [k for g in graphs for k in g.kernels], [f for g in graphs for f in g.fallbacks]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("shape", [(1, 4, 200, 200, 64), (2, 3, 64, 257, 32), (1, 2, 300, 130, 16)])
+def test_flash_kernel_matches_the_generic_path(shape, dtype, tol, causal, report) -> None:
+    args = _qkv(*shape, dtype)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+    hand, kernels, fallbacks = _compiled(fn, args)
+    generic, generic_kernels, _ = _compiled(fn, args, generic=True)
+    expected = F.scaled_dot_product_attention(*[a.double() for a in args], is_causal=causal)
+    assert [k.op for k in kernels if hasattr(k, "op")] == ["attention"] and not fallbacks
+    assert "attention" not in [getattr(k, "op", None) for k in generic_kernels]
+    torch.testing.assert_close(hand.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(hand.double(), generic.double(), atol=2 * tol, rtol=2 * tol)
+    assert any(launch.name.startswith("attention[") for launch in report.launches)
+
+
+def test_flash_numerics_equal_reference_blockwise() -> None:
+    q, k, v = _qkv(2, 2, 130, 260, 16, torch.float32)
+    for block in (1, 7, 64, 512):
+        torch.testing.assert_close(attention.flash(q, k, v, True, 0.3, block), attention.reference(q, k, v, True, 0.3),
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_calls_the_kernel_does_not_handle_take_the_generic_path(report) -> None:
+    q, k, v = _qkv(1, 2, 64, 64, 32, torch.float32)
+    mask = torch.randn(64, 64)
+    with_mask = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)  # noqa: E731
+    out, kernels, fallbacks = _compiled(with_mask, [q, k, v, mask])
+    assert "attention" not in [getattr(k2, "op", None) for k2 in kernels] and not fallbacks
+    torch.testing.assert_close(out, with_mask(q, k, v, mask), atol=1e-4, rtol=1e-4)
+
+
+def test_kernel_is_cheaper_than_the_generic_path_on_the_model(report) -> None:
+    q, k, v = _qkv(1, 8, 256, 256, 64, torch.float16)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    times = {}
+    for generic in (False, True):
+        report.reset()
+        _compiled(fn, [q, k, v], generic)
+        times[generic] = report.clock_ns
+    assert times[True] > 3 * times[False]
+
+
+def test_registration_is_through_the_stable_api() -> None:
+    spec = registered_kernels()["attention"]
+    assert spec.device == "spyre" and spec.replaces is F.scaled_dot_product_attention
+    assert spec.qualname == "shim_kernels::attention"
+    # on the CPU the custom op computes the reference
+    q, k, v = _qkv(1, 1, 8, 8, 4, torch.float32)
+    torch.testing.assert_close(spec.op(q, k, v, True, 1 / math.sqrt(4)), attention.reference(q, k, v, True, 0.5))
