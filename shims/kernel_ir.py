@@ -183,7 +183,8 @@ Kernel = Union[KernelGroup, ExternKernel]
 class GraphIR:
     """Everything one compiled graph ran on the device, in program order.
 
-    ``fallbacks`` names the aten ops of that graph that ran on the host instead.
+    ``fallbacks`` names the aten ops of that graph that ran on the host instead;
+    ``meta`` carries ``("outputs", names)``: the buffers the graph returns.
     """
 
     name: str

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import weakref
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from .program import Program, program_to_json
 from .report import REPORT
 from .scheduler.loops import plan_group
 from .scheduler.matmul import plan_matmul
+from .scheduler.residency import plan_residency
+from .scheduler.residency import summary as residency_summary
 
 #: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
 #: run on the host reference evaluator (with a fallback warning).
@@ -68,6 +71,11 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
     return plan_group(kernel, m, sizes, kernel.name)
 
 
+#: A kernel the residency planner cannot see into (a hand-written kernel, a
+#: program planned at run time): nothing stays in LX across it.
+_BREAK = Program("opaque", "opaque", None, [], {}, {})
+
+
 def _check_supported(kernel: kir.Kernel) -> None:
     if isinstance(kernel, kir.ExternKernel):
         bad = [b.dtype for b in kernel.buffers if b.dtype in UNSUPPORTED_DTYPES]
@@ -94,8 +102,13 @@ class SpyreBackend(Backend):
         program = None if kernel.symbols else program_to_json(plan(kernel, m, {}))
         return json.dumps({"ir": kir.to_json(kernel), "program": program, "machine": m.to_dict()})
 
+    def __init__(self) -> None:
+        self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()
+
     def load(self, payload: str) -> Launch:
-        return Executable(payload, plan)
+        exe = Executable(payload, plan)
+        self._loaded[exe.name] = exe
+        return exe
 
     def can_fuse(self, first: FusionCandidate, second: FusionCandidate, vertical: bool) -> bool:
         return default_can_fuse(first, second, vertical)
@@ -105,7 +118,19 @@ class SpyreBackend(Backend):
         return DeviceProperties(name="IBM Spyre (emulated)", cores=m.cores, memory_bytes=m.dram_bytes)
 
     def on_graph(self, graph: kir.GraphIR) -> None:
+        """Record the graph and plan LX residency across its kernels."""
         REPORT.add_graph(graph)
+        exes = [self._loaded.get(k.name) for k in graph.kernels]
+        programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
+        chain = [p if p is not None else _BREAK for p in programs]
+        outputs = set(dict(graph.meta).get("outputs", ()))
+        decisions = plan_residency(chain, outputs, current_machine())
+        for e, before, after in zip(exes, programs, chain):
+            if e is not None:
+                if before is not None and after is not before:
+                    e.replace_program(after)  # re-divided to line up with its producer
+                e.invalidate()
+        REPORT.add_residency(graph.name, residency_summary(decisions))
 
     def cache_key(self) -> str:
         h = hashlib.sha256()

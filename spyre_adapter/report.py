@@ -37,6 +37,7 @@ class DeviceReport:
             self.graphs: list[GraphIR] = []
             self.clock_ns = 0.0
             self.keep_timelines = False
+            self.residency: dict[str, dict[str, Any]] = {}
 
     def record(self, name: str, metrics: Metrics, timeline: Timeline) -> None:
         with self._lock:
@@ -46,6 +47,10 @@ class DeviceReport:
     def add_graph(self, graph: GraphIR) -> None:
         with self._lock:
             self.graphs.append(graph)
+
+    def add_residency(self, graph: str, summary: dict[str, Any]) -> None:
+        with self._lock:
+            self.residency[graph] = summary
 
     # ------------------------------------------------------------ views
     @property
@@ -101,6 +106,7 @@ class DeviceReport:
             "compulsory_bytes": comp,
             "rho": dram / comp if comp else 0.0,
             "fallbacks": dict(self.fallbacks),
+            "lx_residency": {k: sum(s[k] for s in self.residency.values()) for k in ("kept", "stores_elided", "bytes_kept")},
         }
 
     def write_trace(self, path: str | Path) -> None:

@@ -9,7 +9,7 @@ import sympy
 import torch
 
 from spyre_adapter.backend import plan
-from spyre_adapter.emulator import checks, numerics, timing
+from spyre_adapter.emulator import checks, metrics, numerics, timing
 from spyre_adapter.machine import DEFAULT, Machine
 from spyre_adapter.program import Instr, program_from_json, program_to_json
 from spyre_adapter.scheduler.loops import Division, plan_group
@@ -159,3 +159,41 @@ def test_machine_override_changes_plan() -> None:
     p = plan(_exp_chain(4096, 4096, 64), m, {})
     assert p.cores_used == 8 and all(s.lx_peak <= m.lx_usable_bytes for s in p.cores)
     assert dataclasses.replace(DEFAULT) == DEFAULT
+
+
+def _scale_kernel(rows: int, cols: int, src: str, dst: str) -> KernelGroup:
+    idx = cols * I0 + I1
+    body = (IRInstr("load", (src, idx), "float16"), IRInstr("constant", (2.0, "float16"), "float16"),
+            IRInstr("mul", (Ref(0), Ref(1)), "float16"), IRInstr("store", (dst, idx, Ref(2), None)))
+    lk = LoopKernel("op1", (sympy.Integer(rows), sympy.Integer(cols)), (), body)
+    return KernelGroup("k2", (lk,), (_buf(src, (rows, cols)), _buf(dst, (rows, cols), role="output")), (src, dst))
+
+
+def test_lx_residency_keeps_an_aligned_intermediate() -> None:
+    """c = a + b, then d = 2c on the same partition: c stays in each core's LX;
+    as c is neither read later nor returned, it never reaches DRAM."""
+    from spyre_adapter.scheduler.residency import plan_residency
+
+    progs = [plan(_add_kernel(256, 512), DEFAULT, {}), plan(_scale_kernel(256, 512, "c", "d"), DEFAULT, {})]
+    before = [timing.simulate(p, DEFAULT) for p in progs]
+    decisions = plan_residency(progs, {"d"}, DEFAULT)  # may re-divide the consumer to line up
+    assert [(d.buffer, d.store_elided) for d in decisions] == [("c", True)]
+    assert progs[1].division["row_cores"] == progs[0].division["row_cores"]
+    after = [timing.simulate(p, DEFAULT) for p in progs]
+    c_bytes = 256 * 512 * 2
+    assert before[0].dram_bytes - after[0].dram_bytes == c_bytes  # store elided
+    assert before[1].dram_bytes - after[1].dram_bytes == c_bytes  # load served from LX
+    assert sum(t.total_ns for t in after) < sum(t.total_ns for t in before)
+    for p in progs:
+        checks.check_program(p, DEFAULT, {})  # the kept data still fits LX
+        assert metrics.compute(p, timing.simulate(p, DEFAULT), DEFAULT).rho >= 1.0
+
+
+def test_lx_residency_spills_what_does_not_fit_and_keeps_outputs() -> None:
+    from spyre_adapter.scheduler.residency import plan_residency
+
+    big = [plan(_add_kernel(4096, 4096), DEFAULT, {}), plan(_scale_kernel(4096, 4096, "c", "d"), DEFAULT, {})]
+    assert plan_residency(big, {"d"}, DEFAULT) == []  # 32 MiB per core would not fit 1.6 MB
+    small = [plan(_add_kernel(256, 512), DEFAULT, {}), plan(_scale_kernel(256, 512, "c", "d"), DEFAULT, {})]
+    (d,) = plan_residency(small, {"c", "d"}, DEFAULT)
+    assert not d.store_elided  # c is a graph output: written through to DRAM

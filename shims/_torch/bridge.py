@@ -265,7 +265,9 @@ def _make_wrapper(device: str) -> type:
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             state = getattr(self, "_shim_state", None)
             if state is not None:
-                graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]))
+                outputs = tuple(sorted(ind.real_name(n) for n in ind.output_names()))
+                graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]),
+                                    meta=(("outputs", outputs),))
                 ref = _backend_for(device).ref()
                 self.header.writeline(
                     f"_shim_rt.graph_loaded({device!r}, {ref!r}, {kir.to_json(graph)!r})")

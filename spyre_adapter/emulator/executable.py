@@ -50,6 +50,16 @@ class Executable:
                 self._programs[key] = p
         return p
 
+    def replace_program(self, program: Program) -> None:
+        """Use ``program`` from now on (static sizes only)."""
+        with self._lock:
+            self._programs[()] = program
+            self._derived.clear()
+
+    def invalidate(self) -> None:
+        """Forget derived figures (after the residency planner changed the program)."""
+        self._derived.clear()
+
     def analyse(self, sizes: Mapping[sympy.Symbol, int] | None = None) -> tuple[Program, timing.Timeline, metrics.Metrics]:
         """Check, simulate and measure the program (cached per sizes)."""
         p = self.program(sizes)

@@ -71,6 +71,8 @@ def simulate(p: Program, m: Machine) -> Timeline:
         for i, ins in enumerate(s.instrs):
             if ins.op == "barrier":
                 barriers[s.core].append(i)
+            elif ins.op in ("dma_in", "dma_out") and ins.resident:
+                continue  # served from LX / elided: no transfer
             else:
                 queues[(s.core, _engine(ins))].append(i)
     instrs = {s.core: s.instrs for s in p.cores}
@@ -79,7 +81,7 @@ def simulate(p: Program, m: Machine) -> Timeline:
     pending_in: dict[tuple[int, int], int] = defaultdict(int)  # (core, tile) -> inputs not yet arrived
     for s in p.cores:
         for ins in s.instrs:
-            if _is_input(ins):
+            if _is_input(ins) and not ins.resident:
                 pending_in[(s.core, ins.tile)] += 1
     computed: dict[int, int] = defaultdict(lambda: -1)  # core -> highest tile whose compute finished
     compute_done: dict[tuple[int, int], bool] = {}
@@ -87,7 +89,10 @@ def simulate(p: Program, m: Machine) -> Timeline:
     done_idx: dict[int, int] = defaultdict(int)  # core -> count of finished instructions
     barrier_pos = {c: 0 for c in barriers}
     # Instructions (other than barriers) a core must finish before each of its barriers.
-    need = {c: [b - k for k, b in enumerate(bl)] for c, bl in barriers.items()}
+    skipped = {s.core: [k for k, ins in enumerate(s.instrs) if ins.op in ("dma_in", "dma_out") and ins.resident]
+               for s in p.cores}
+    need = {c: [b - k - sum(1 for x in skipped.get(c, ()) if x < b) for k, b in enumerate(bl)]
+            for c, bl in barriers.items()}
     active: dict[tuple[int, str], dict] = {}
     last_end: dict[tuple[int, str], float] = {}
     events: list[Event] = []
@@ -120,7 +125,7 @@ def simulate(p: Program, m: Machine) -> Timeline:
             return (ins.peer, ins.buffer, ins.tile) in arrived or ins.peer < 0
         return True
 
-    total_instrs = sum(len(v) for v in queues.values())
+    total_instrs = sum(len(v) for v in queues.values())  # resident transfers are not queued
     n_done = 0
     while True:
         progressed = True
