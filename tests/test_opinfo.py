@@ -5,6 +5,8 @@ journal/crash handling, the summary; and the committed full summary
 from __future__ import annotations
 
 import json
+
+import torch
 from pathlib import Path
 
 import pytest
@@ -105,6 +107,8 @@ def test_committed_summary_is_complete_and_has_no_fail() -> None:
     """The committed full sweep covers every op x dtype of op_db (run or not
     applicable on the CPU) and reports no fail."""
     data = json.loads(COMMITTED.read_text())
+    if torch.__version__.split("+")[0] != data["torch"].split("+")[0]:
+        pytest.skip(f"the committed sweep ran on torch {data['torch']}; op_db differs on {torch.__version__}")
     run, na = corpus.items()
     assert {f"{r['op']}:{r['dtype']}" for r in data["items_detail"]} == {i.key for i in run}
     assert set(data["not_applicable"]) == {i.key for i in na}

@@ -27,7 +27,9 @@ def describe(x: Any) -> Any:
     def one(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
             s = f"Tensor({str(v.dtype).removeprefix('torch.')}, {list(v.shape)}"
-            if v.numel() and not v.is_contiguous():
+            if v.layout != torch.strided:
+                s += f", {str(v.layout).removeprefix('torch.')}"
+            elif v.numel() and not v.is_contiguous():
                 s += f", stride={list(v.stride())}"
             return s + ")"
         if isinstance(v, (int, float, bool, str, type(None))):
