@@ -192,3 +192,17 @@ def workloads(session: nox.Session) -> None:
     for path in files:
         out = ROOT / "results" / "workloads" / f"{Path(path).stem}.json"
         session.run("python", "-m", "spyre_adapter.workloads", path, "--json", str(out))
+
+
+# -- performance -------------------------------------------------------------------------------
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def bench(session: nox.Session) -> None:
+    """The scheduler/emulator benchmark (GEMMs, chains, workload cases, attention, decoder
+    block, calibration): results/bench/bench.json. Options after `--` go to `spyre-adapter bench`
+    (e.g. `--quick`, `--machine cores=8`)."""
+    _install_project(session, f"torch=={CATALOG.development}")
+    out = ROOT / "results" / "bench" / "bench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    session.run("spyre-adapter", "bench", "--json", str(out), *session.posargs)
