@@ -197,3 +197,18 @@ def test_lx_residency_spills_what_does_not_fit_and_keeps_outputs() -> None:
     small = [plan(_add_kernel(256, 512), DEFAULT, {}), plan(_scale_kernel(256, 512, "c", "d"), DEFAULT, {})]
     (d,) = plan_residency(small, {"c", "d"}, DEFAULT)
     assert not d.store_elided  # c is a graph output: written through to DRAM
+
+
+def test_uneven_blocks_share_operands_only_with_matching_cores() -> None:
+    """granite's lm_head (1 x 49159 x 4096): N does not split evenly, so the last
+    core walks fewer tiles; every candidate program must still complete (cores
+    all-gather operand slices only with cores walking the same tiles)."""
+    from spyre_adapter.scheduler.matmul import _program, rank, shape_of
+
+    m, n, k = 1, 49159, 4096
+    kern = ExternKernel("mm", "mm", (_buf("a", (m, k), "bfloat16"), _buf("b", (k, n), "bfloat16")),
+                        _buf("c", (m, n), "bfloat16", "output"), ("a", "b", "c"))
+    s = shape_of(kern, {})
+    for g, c in rank(s, DEFAULT)[:6]:
+        p = _program(kern, s, g, c, DEFAULT, {}, "mm", True)
+        assert timing.simulate(p, DEFAULT).total_ns > 0

@@ -273,8 +273,16 @@ def _program(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
     streams = []
     eff = m.pe_efficiency(tm)
     rate = _mac_rate(s, m) * eff
+    def extent(total: int, block: int, i: int) -> int:
+        return max(0, min(total, (i + 1) * block) - i * block)
+
+    def shape(ib: int, im: int, in_: int, ik: int) -> tuple[int, ...]:
+        """A core's block shape: cores share operand slices only with cores
+        that walk the same sequence of tiles."""
+        return (extent(s.batch, bb, ib), extent(s.m, mb, im), extent(s.n, nb, in_), extent(s.k, kb, ik))
+
     def busy(ib: int, im: int, in_: int, ik: int) -> bool:
-        return min(s.batch - ib * bb, s.m - im * mb, s.n - in_ * nb, s.k - ik * kb) > 0
+        return min(shape(ib, im, in_, ik)) > 0
 
     core = 0
     for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)):
@@ -288,8 +296,11 @@ def _program(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
             # A shared operand block is loaded in slices by every core of its
             # group and all-gathered over the ring: DRAM reads it once, and no
             # single core's DMA channel carries the whole group.
-            a_group = [core + (j - in_) * g.gk for j in range(g.gn) if busy(ib, im, j, ik)] if share else [core]
-            b_group = [core + (j - im) * g.gn * g.gk for j in range(g.gm) if busy(ib, j, in_, ik)] if share else [core]
+            mine = shape(ib, im, in_, ik)
+            a_group = [core + (j - in_) * g.gk for j in range(g.gn) if shape(ib, im, j, ik) == mine] \
+                if share else [core]
+            b_group = [core + (j - im) * g.gn * g.gk for j in range(g.gm) if shape(ib, j, in_, ik) == mine] \
+                if share else [core]
             n_kt = _cdiv(kext, tk)
             step_k = max(1, n_kt // 8)  # coarsen long K loops to <= 8 steps per output tile
             tile = 0
