@@ -7,7 +7,11 @@ Vendor backends import this package instead of ``torch._inductor``. It exposes:
   executable semantics;
 * :mod:`spyre_shims.backend` - :class:`Backend` and :func:`register_backend`;
 * :mod:`spyre_shims.device` - host-backed accelerator devices (PrivateUse1);
-* :mod:`spyre_shims.runtime` - entry points of generated code and graph capture.
+* :mod:`spyre_shims.runtime` - entry points of generated code and graph capture;
+* :mod:`spyre_shims.kernels` - hand-written kernels replacing a torch function;
+* :mod:`spyre_shims.lowering` - device-scoped decompositions and host fallbacks;
+* :mod:`spyre_shims.compat` - version-normalised access to common Inductor internals;
+* :func:`capabilities` - what works on the installed torch.
 
 Only the private package ``spyre_shims._torch`` touches torch internals.
 """
@@ -15,6 +19,7 @@ Only the private package ``spyre_shims._torch`` touches torch internals.
 import torch  # noqa: F401  (first: torch's import registers devices that import this package)
 
 from .backend import API_LEVEL
+from .capabilities import Capabilities, capabilities
 
 __version__ = "0.1.0"
-__all__ = ["API_LEVEL", "__version__"]
+__all__ = ["API_LEVEL", "Capabilities", "capabilities", "__version__"]

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["register_decomposition", "registered_decompositions"]
+__all__ = ["register_decomposition", "register_fallback", "registered_decompositions"]
 
 _REGISTERED: list[str] = []
 
@@ -59,3 +59,50 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
 def registered_decompositions() -> list[str]:
     """Names of the decompositions registered so far."""
     return list(_REGISTERED)
+
+
+def register_fallback(op: Any, device: str) -> Callable[[], None]:
+    """Keep ``op`` as one aten call on ``device`` (it runs on the host, announced as
+    a fallback) instead of lowering or decomposing it; other devices are
+    unaffected. Returns a function that undoes the registration."""
+    from ._torch import inductor as ind
+    from ._torch.patches import REGISTRY, Patch
+
+    def lower(original: Callable[..., Any], fired: Callable[[], None]) -> Callable[..., Any]:
+        host = ind.fallback_lowering(op)
+
+        def lowering(*args: Any, **kwargs: Any) -> Any:
+            if ind.lowering_device_type(args, kwargs) == device:
+                fired()
+                return host(*args, **kwargs)
+            return original(*args, **kwargs)
+
+        return lowering
+
+    def keep(original: Callable[..., Any], fired: Callable[[], None]) -> Callable[..., Any]:
+        def decomposition(*args: Any, **kwargs: Any) -> Any:
+            if _device_type(args, kwargs) == device:
+                return NotImplemented  # not decomposed: the lowering above sees the op
+            return original(*args, **kwargs)
+
+        return decomposition
+
+    names = []
+    if ind.has_lowering(op):
+        names.append(f"fallback:{device}:{op}")
+        REGISTRY.register(Patch(names[-1], "torch._inductor.lowering:lowerings", lower,
+                                f"{device} runs {op} on the host", key=op))
+    if ind.has_decomposition(op):
+        names.append(f"fallback-decomposition:{device}:{op}")
+        REGISTRY.register(Patch(names[-1], "torch._inductor.decomposition:decompositions", keep,
+                                f"{device} keeps {op} whole", key=op))
+    for name in names:
+        REGISTRY.apply(name)
+    ind.refresh_decompositions()
+
+    def remove() -> None:
+        for name in names:
+            REGISTRY.restore(name)
+        ind.refresh_decompositions()
+
+    return remove

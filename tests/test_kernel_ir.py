@@ -54,3 +54,13 @@ def test_reader_rejects_newer_ir() -> None:
         assert "newer" in str(e)
     else:
         raise AssertionError("a newer IR version was accepted")
+
+
+def test_capability_query() -> None:
+    import spyre_shims
+
+    caps = spyre_shims.capabilities()
+    assert caps.api_level == spyre_shims.API_LEVEL and caps.in_window
+    assert caps.unavailable == () and caps.features["kernel_ir.extern"]
+    assert {"exp", "rand"} <= caps.pointwise_ops and "welford_reduce" in caps.reductions
+    assert caps.torch == torch.__version__.split("+")[0]

@@ -345,8 +345,12 @@ def _identity_key(backend: Backend) -> str:
     from .. import __file__ as shims_init
     import pathlib
 
+    from .patches import REGISTRY
+
     src = b"".join(p.read_bytes() for p in sorted(pathlib.Path(shims_init).parent.rglob("*.py")))
-    return hashlib.sha256(src + backend.cache_key().encode()).hexdigest()
+    # Registered decompositions, fallbacks and kernels change what compiles.
+    active = ",".join(sorted(p["name"] for p in REGISTRY.report() if p["active"]))
+    return hashlib.sha256(src + backend.cache_key().encode() + active.encode()).hexdigest()
 
 
 def _make_cache_pass(backend: Backend) -> Any:

@@ -391,3 +391,29 @@ def refresh_decompositions() -> None:
     cached = getattr(mod, "fast_random_decomps", None)
     if hasattr(cached, "cache_clear"):
         cached.cache_clear()
+
+
+def has_lowering(op: Any) -> bool:
+    return op in importlib.import_module("torch._inductor.lowering").lowerings
+
+
+def has_decomposition(op: Any) -> bool:
+    return op in importlib.import_module("torch._inductor.decomposition").decompositions
+
+
+def fallback_lowering(op: Any) -> Any:
+    """Inductor's lowering that keeps ``op`` as an aten call."""
+    return resolve("lowering.fallback", "torch._inductor.lowering:fallback_handler")(op, add_to_fallback_set=False)
+
+
+def lowering_device_type(args: Any, kwargs: Any) -> str | None:
+    """The device of the first IR tensor among lowering arguments."""
+    from torch.utils._pytree import tree_flatten
+
+    for x in tree_flatten((args, kwargs))[0]:
+        dev = getattr(x, "get_device", None)
+        if callable(dev):
+            d = dev()
+            if d is not None:
+                return d.type
+    return None
