@@ -8,8 +8,8 @@ semantics, used on every other device and by tests) and the *device*
 implementation. Before Inductor decomposes the graph, calls of the function on
 the vendor's device that the kernel ``accepts`` are rewritten into a call of
 the kernel's custom op, which Inductor keeps as one opaque call; at run time
-the op dispatches to the device implementation. Everything else, and every
-other device, takes the generic path.
+the op dispatches to the device implementation. Everything else, every other
+device, and every call that needs a gradient take the generic path.
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], sch
     _LIB.define(f"{name}{schema}")
     _LIB.impl(name, reference, "CompositeExplicitAutograd")
     _LIB.impl(name, torch.compiler.disable(device_impl), "PrivateUse1")
+    # Kernels have no backward: calls are only rewritten when nothing needs a
+    # gradient (see passes.rewrite), so autograd has nothing to record.
+    _LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake or reference, lib=_LIB)
     spec = KernelSpec(device, name, replaces, schema, bind, reference, device_impl, enabled)
     _KERNELS[name] = spec

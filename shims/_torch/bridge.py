@@ -247,19 +247,24 @@ def _make_wrapper(device: str) -> type:
                 record_fallback(self, device, ind.fallback_op_name(node))
             return super().generate_extern_kernel_out(*args, **kwargs)
 
+        def _record_host_call(self, node: Any) -> None:
+            # Before 2.8 generate_fallback_kernel goes through generate_extern_kernel_alloc:
+            # record each node once.
+            if ind.node_device_type(node) != device or getattr(node, "_shim_recorded", False):
+                return
+            node._shim_recorded = True
+            op = ind.fallback_op_name(node)
+            if op.startswith(f"{NAMESPACE}."):
+                record_custom_kernel(self, device, node, op)  # a hand-written kernel: runs on the device
+            else:
+                record_fallback(self, device, op)
+
         def generate_extern_kernel_alloc(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-            if ind.node_device_type(node) == device:
-                record_fallback(self, device, ind.fallback_op_name(node))
+            self._record_host_call(node)
             return super().generate_extern_kernel_alloc(node, *args, **kwargs)
 
         def generate_fallback_kernel(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-            if ind.node_device_type(node) == device:
-                op = ind.fallback_op_name(node)
-                if op.startswith(f"{NAMESPACE}."):
-                    # A hand-written kernel: an opaque call that runs on the device.
-                    record_custom_kernel(self, device, node, op)
-                else:
-                    record_fallback(self, device, op)
+            self._record_host_call(node)
             return super().generate_fallback_kernel(node, *args, **kwargs)
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
@@ -361,6 +366,11 @@ def _make_cache_pass(backend: Backend) -> Any:
         return None
 
     class BackendIdentity(Base):  # type: ignore[misc,valid-type]
+        def __reduce__(self) -> Any:
+            # Older releases pickle config values into the FX-cache key: a pass
+            # pickles as its identity.
+            return (str, (repr(self.uuid()),))
+
         def __call__(self, gm: Any) -> None:
             return None
 
@@ -393,6 +403,11 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
 
     def make(original: Any, fired: Any) -> Any:
         class KeyedPass(Base):  # type: ignore[misc,valid-type]
+            def __reduce__(self) -> Any:
+                # Older releases pickle config values into the FX-cache key: a pass
+                # pickles as its identity.
+                return (str, (repr(self.uuid()),))
+
             def __call__(self, graph: Any) -> None:
                 fired()
                 if original is not None:

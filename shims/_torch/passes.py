@@ -39,8 +39,8 @@ def rewrite(graph: torch.fx.Graph) -> int:
             continue
         ex_args, ex_kwargs = tree_map(_example, (node.args, node.kwargs))
         tensors = [t for t in tree_flatten((ex_args, ex_kwargs))[0] if isinstance(t, torch.Tensor)]
-        if not tensors:
-            continue
+        if not tensors or any(t.requires_grad for t in tensors):
+            continue  # hand-written kernels are inference kernels: training keeps the generic path
         by_id = {id(_example(n)): n for n in tree_flatten((node.args, node.kwargs))[0] if isinstance(n, torch.fx.Node)}
         for spec in specs:
             if tensors[0].device.type != spec.device or not spec.enabled():
@@ -67,6 +67,11 @@ def install_kernel_rewrites() -> None:
 
     def make(original: Any, fired: Any) -> Any:
         class KernelRewrites(Base):  # type: ignore[misc,valid-type]
+            def __reduce__(self) -> Any:
+                # Older releases pickle config values into the FX-cache key: a pass
+                # pickles as its identity.
+                return (str, (repr(self.uuid()),))
+
             def __call__(self, graph: torch.fx.Graph) -> None:
                 if original is not None:
                     original(graph)
