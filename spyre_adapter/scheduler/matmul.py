@@ -194,18 +194,28 @@ def grids(s: MatmulShape, m: Machine) -> list[Grid]:
     return out
 
 
-def choose(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> tuple[Grid, Cost]:
+def choose(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None,
+           naive: bool = False) -> tuple[Grid, Cost]:
     """The cheapest grid by the closed form (ties: fewer, larger tiles)."""
+    return candidates(s, m, share, max_cores, naive)[0]
+
+
+def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None,
+               naive: bool = False) -> list[tuple[Grid, Cost]]:
+    """Grids to consider, best first: every fitting one, or for ``naive`` the
+    even-split baseline (all cores, 64x64x64 tiles, output-stationary, no K split)."""
     ranked = rank(s, m, share and not naive, max_cores)
     if naive:
-        even = [gc for gc in ranked if gc[0].gk == 1 and gc[0].order == "c"
-                and gc[0].tm == min(64, _per_core(s, gc[0], m)[1]) and gc[0].tn == min(64, _per_core(s, gc[0], m)[2])
-                and gc[0].tk == min(64, _per_core(s, gc[0], m)[3])]
-        most = max((gc[0].cores for gc in even), default=0)
+        even = []
+        for g, c in ranked:
+            _, mb, nb, kb = _per_core(s, g, m)
+            if g.gk == 1 and g.order == "c" and (g.tm, g.tn, g.tk) == (min(64, mb), min(64, nb), min(64, kb)):
+                even.append((g, c))
+        most = max((g.cores for g, _ in even), default=0)
         ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
         raise ValueError(f"no matmul tiling fits LX for {s}")
-    return ranked[0]
+    return ranked
 
 
 def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> list[tuple[Grid, Cost]]:
@@ -236,15 +246,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         # for the PE arrays; the numerics handle it.
         return Program(name, "matmul", kernel, [], {"grid": "empty", "cores": 0}, {str(k): v for k, v in sizes.items()},
                        flops=0.0, compulsory_bytes=0)
-    ranked = rank(s, m, share and not naive, max_cores)
-    if naive:
-        even = [gc for gc in ranked if gc[0].gk == 1 and gc[0].order == "c"
-                and gc[0].tm == min(64, _per_core(s, gc[0], m)[1]) and gc[0].tn == min(64, _per_core(s, gc[0], m)[2])
-                and gc[0].tk == min(64, _per_core(s, gc[0], m)[3])]
-        most = max((gc[0].cores for gc in even), default=0)
-        ranked = [gc for gc in even if gc[0].cores == most][:1]
-    if not ranked:
-        raise ValueError(f"no matmul tiling fits LX for {s}")
+    ranked = candidates(s, m, share, max_cores, naive)
     # The closed form ranks; the few best are simulated and the fastest wins.
     from ..emulator.timing import simulate
 
