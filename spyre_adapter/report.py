@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,14 @@ class Launch:
     timeline: Timeline
 
 
+#: Individual launches remembered (totals and per-kernel figures cover all).
+RECENT_LAUNCHES = 10_000
+
+
 class DeviceReport:
-    """Accumulates launches and compiled graphs."""
+    """Accumulates launches and compiled graphs. Totals and per-kernel figures
+    cover every launch; only the most recent launches are kept one by one (with
+    their timelines while ``keep_timelines`` is set, for traces)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -33,9 +39,11 @@ class DeviceReport:
     def reset(self) -> None:
         """Forget everything recorded so far."""
         with self._lock:
-            self.launches: list[Launch] = []
+            self.launches: deque[Launch] = deque(maxlen=RECENT_LAUNCHES)
             self.graphs: list[GraphIR] = []
             self.clock_ns = 0.0
+            self.launch_count = 0
+            self._kernels: dict[str, dict[str, Any]] = {}
             self.keep_timelines = False
             self.residency: dict[str, dict[str, Any]] = {}
 
@@ -43,6 +51,17 @@ class DeviceReport:
         with self._lock:
             self.launches.append(Launch(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
             self.clock_ns += metrics.modeled_ns
+            self.launch_count += 1
+            m = metrics
+            row = self._kernels.setdefault(name, {"name": name, "kind": m.kind, "launches": 0, "modeled_ns": 0.0,
+                                                  "dram_bytes": 0, "compulsory_bytes": 0, "cores": m.cores_used,
+                                                  "eta_sustained": m.eta_sustained, "rho": m.rho,
+                                                  "core_balance": m.core_balance, "lx_peak": m.lx_peak,
+                                                  "division": m.division})
+            row["launches"] += 1
+            row["modeled_ns"] += m.modeled_ns
+            row["dram_bytes"] += m.dram_bytes
+            row["compulsory_bytes"] += m.compulsory_bytes
 
     def add_graph(self, graph: GraphIR) -> None:
         with self._lock:
@@ -68,19 +87,8 @@ class DeviceReport:
 
     def per_kernel(self) -> list[dict[str, Any]]:
         """Launch figures aggregated by kernel."""
-        agg: dict[str, dict[str, Any]] = {}
-        for launch in self.launches:
-            m = launch.metrics
-            row = agg.setdefault(launch.name, {"name": launch.name, "kind": m.kind, "launches": 0, "modeled_ns": 0.0,
-                                               "dram_bytes": 0, "compulsory_bytes": 0, "cores": m.cores_used,
-                                               "eta_sustained": m.eta_sustained, "rho": m.rho,
-                                               "core_balance": m.core_balance, "lx_peak": m.lx_peak,
-                                               "division": m.division})
-            row["launches"] += 1
-            row["modeled_ns"] += m.modeled_ns
-            row["dram_bytes"] += m.dram_bytes
-            row["compulsory_bytes"] += m.compulsory_bytes
-        return list(agg.values())
+        with self._lock:
+            return [dict(r) for r in self._kernels.values()]
 
     def per_core_busy(self) -> dict[int, dict[str, float]]:
         """Busy ns per core and engine over all launches with a timeline."""
@@ -95,12 +103,13 @@ class DeviceReport:
 
     def summary(self) -> dict[str, Any]:
         """Totals: launches, modeled device time, DRAM traffic, fallbacks."""
-        dram = sum(x.metrics.dram_bytes for x in self.launches)
-        comp = sum(x.metrics.compulsory_bytes for x in self.launches)
+        rows = self.per_kernel()
+        dram = sum(r["dram_bytes"] for r in rows)
+        comp = sum(r["compulsory_bytes"] for r in rows)
         return {
             "graphs": len(self.graphs),
             "kernels_generated": self.kernels_generated,
-            "launches": len(self.launches),
+            "launches": self.launch_count,
             "modeled_device_ns": self.clock_ns,
             "dram_bytes": dram,
             "compulsory_bytes": comp,
@@ -109,11 +118,12 @@ class DeviceReport:
             "lx_residency": {k: sum(s[k] for s in self.residency.values()) for k in ("kept", "stores_elided", "bytes_kept")},
         }
 
-    def write_trace(self, path: str | Path) -> None:
-        """Chrome/Perfetto trace of every launch recorded with a timeline."""
+    def write_trace(self, path: str | Path, launches: Any = None) -> None:
+        """Chrome/Perfetto trace of the given (default: recent) launches recorded with a timeline."""
         from .emulator.trace import write_trace
 
-        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in self.launches if x.timeline is not None])
+        chosen = list(self.launches if launches is None else launches)
+        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None])
 
 
 REPORT = DeviceReport()

@@ -86,8 +86,7 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
         "device": summary, "kernels": per_kernel,
     }
     if opts.trace:
-        REPORT.launches = first_launches
-        REPORT.write_trace(opts.trace)
+        REPORT.write_trace(opts.trace, first_launches)
     return result
 
 

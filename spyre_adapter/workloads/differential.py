@@ -197,7 +197,7 @@ def check(fn: Callable[..., Any], make_args: MakeArgs, *, atol: float, rtol: flo
     del args, kwargs, flat
 
     compiled = compiled or torch.compile(fn, dynamic=False)
-    launches0 = len(REPORT.launches)
+    launches0 = REPORT.launch_count
     try:
         dev_args, dev_kwargs = make_args(device)
         with warnings.catch_warnings(record=True) as caught, capture_graphs() as graphs:
@@ -210,7 +210,7 @@ def check(fn: Callable[..., Any], make_args: MakeArgs, *, atol: float, rtol: flo
         del dev_args, dev_kwargs, dev_flat
     except Exception as exc:  # noqa: BLE001 - any compile/run error is the finding
         return Outcome(FAIL, detail=f"{type(exc).__name__}: {_first_lines(str(exc), 3)}"[:600])
-    launches = len(REPORT.launches) - launches0
+    launches = REPORT.launch_count - launches0
     kernels = sum(len(g.kernels) for g in graphs)
 
     note = ""
