@@ -464,7 +464,10 @@ class UpgradeCommand(RewriteCommand):
         if any(a.star for a in original.args):
             return updated  # *args/**kwargs: the positions cannot be known statically
         removed = [a.keyword.value for a in original.args if a.keyword is not None and a.keyword.value in rule.removed]
-        extra_positional = len(positional) > rule.keep_positional
+        # ``Base.method(self, ...)`` passes the instance as the first positional argument
+        offset = 1 if _unbound_method_call(original) else 0
+        keep = rule.keep_positional + offset
+        extra_positional = len(positional) > keep
         if not (extra_positional or removed):
             return updated
         guard = self.guard(original)
@@ -472,12 +475,12 @@ class UpgradeCommand(RewriteCommand):
             self.skipped(original, rule.id, f"{rule.callee.short}(...)", guard)
             return updated
         params = rule.params_for(self.selection.source)
-        if len(positional) > len(params):
+        if len(positional) - offset > len(params):
             self.todo(original, rule.id, f"{rule.note} ({rule.since}); pass these arguments by keyword")
             return updated
         args = list(updated.args)
-        for i in range(rule.keep_positional, len(positional)):
-            name = params[i]
+        for i in range(keep, len(positional)):
+            name = params[i - offset]
             removed.extend([name] if name in rule.removed else [])
             args[i] = args[i].with_changes(
                 keyword=cst.Name(name),
@@ -570,3 +573,15 @@ def _extend(node: cst.BaseExpression, suffix: str) -> cst.BaseExpression:
     for part in suffix.split("."):
         node = cst.Attribute(value=node, attr=cst.Name(part))
     return node
+
+
+def _unbound_method_call(call: cst.Call) -> bool:
+    """``ClassName.method(obj, ...)``: a method looked up on a class (CapWords, by
+    PEP 8) rather than on an instance, so the instance is an explicit argument."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    receiver = func.value
+    name = receiver.attr.value if isinstance(receiver, cst.Attribute) else (
+        receiver.value if isinstance(receiver, cst.Name) else "")
+    return name[:1].isupper() and any(a.keyword is None and not a.star for a in call.args)

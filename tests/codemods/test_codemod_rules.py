@@ -357,6 +357,33 @@ class TestCallRules(RuleTest):
             source="2.4",
         )
 
+    def test_generate_kernel_call_keywords_through_the_class(self) -> None:
+        # Base.generate_kernel_call(self, ...) passes the instance first: torch 2.7's
+        # own CppWrapperGpu does this and is already up to date
+        self.check(
+            "generate-kernel-call-keywords",
+            """
+            CppWrapperCpu.generate_kernel_call(self, kernel_name, call_args, device=device)
+            """,
+            """
+            CppWrapperCpu.generate_kernel_call(self, kernel_name, call_args, device=device)
+            """,
+            source="2.6",
+        )
+        todo = ("# TODO(spyre-adapter upgrade): generate_kernel_call is keyword-only after call_args; "
+                "grid/device_index/gpu are gone (pass device=) (2.7); drop or replace: device_index, grid")
+        self.check(
+            "generate-kernel-call-keywords",
+            """
+            wrapper.PythonWrapperCodegen.generate_kernel_call(self, name, args, grid, 0, triton=True)
+            """,
+            f"""
+            {todo}
+            wrapper.PythonWrapperCodegen.generate_kernel_call(self, name, args, grid=grid, device_index=0, triton=True)
+            """,
+            source="2.6",
+        )
+
     def test_free_symbol_uses(self) -> None:
         todo = ("# TODO(spyre-adapter upgrade): override get_free_symbol_uses(self, unbacked_only=False) instead "
                 "(2.8): get_unbacked_symbol_uses() became get_free_symbol_uses(unbacked_only=True); "
