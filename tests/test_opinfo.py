@@ -88,7 +88,7 @@ def test_journal_resume_and_lost_item(tmp_path: Path) -> None:
 
 def test_summary_counts_and_table() -> None:
     recs = {
-        "a:fp32": {"op": "a", "dtype": "fp32", "status": "pass", "samples": {"pass": 2}},
+        "a:fp32": {"op": "a", "dtype": "fp32", "status": "pass", "samples": {"pass": 2}, "seconds": 1.5},
         "a:fp16": {"op": "a", "dtype": "fp16", "status": "fallback", "fallbacks": ["aten op aten.sort.stable"],
                    "samples": {"fallback": 1}},
         "b:fp16": {"op": "b", "dtype": "fp16", "status": "fallback", "silent_fallback": True,
@@ -99,6 +99,7 @@ def test_summary_counts_and_table() -> None:
     assert s["counts"]["pass"] == 1 and s["counts"]["fallback"] == 2 and s["counts"]["fail"] == 1
     assert s["top_fallbacks"][0] == {"fallback": "aten op aten.sort.stable", "items": 2}
     assert s["silent_fallback_items"] == ["b:fp16"] and s["not_applicable"] == ["d:bf16"]
+    assert s["item_seconds"] == 1.5 and s["wall_seconds"] == 60
     md = summary.markdown(s)
     assert "| fail | 0 | 0 | 1 | 1 |" in md and "`c` bf16: boom" in md
 

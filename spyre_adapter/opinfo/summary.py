@@ -32,7 +32,10 @@ def build(records: Mapping[str, dict[str, Any]], not_applicable: Iterable[Item],
         "python": platform.python_version(),
         "max_samples_per_item": max_samples,
         "tolerances": {d: {"atol": a, "rtol": r} for d, (a, r) in TOLERANCES.items()},
+        # wall time covers the last invocation only (a resumed sweep re-runs what is missing);
+        # item_seconds sums every item's own run time, so it does not depend on resuming
         "wall_seconds": round(wall_seconds, 1),
+        "item_seconds": round(sum(r.get("seconds", 0.0) for r in recs), 1),
         "complete": not pending,
         "pending": pending,
         "ops": len({r["op"] for r in recs}),
@@ -57,7 +60,8 @@ def markdown(summary: dict[str, Any]) -> str:
         *([f"**Incomplete: {len(summary['pending'])} op x dtype items not run yet.**", ""] if summary["pending"]
           else []),
         f"torch {summary['torch']}: {summary['ops']} ops x dtypes = {summary['items']} items "
-        f"(up to {summary['max_samples_per_item']} samples each), wall time {summary['wall_seconds'] / 60:.1f} min. "
+        f"(up to {summary['max_samples_per_item']} samples each), "
+        f"{summary['item_seconds'] / 60:.1f} min of item time (last invocation: {summary['wall_seconds'] / 60:.1f} min wall). "
         f"{len(summary['not_applicable'])} op x dtype pairs have no CPU eager kernel and are not counted.",
         "",
         "| status | " + " | ".join(DTYPES) + " | total |",
