@@ -160,9 +160,23 @@ def _header(inputs: ReportInputs) -> list[str]:
     ]
 
 
+def _provenance(results: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Which checkout(s) the results come from: the promise is one commit on every release."""
+    by_commit: dict[str, list[str]] = {}
+    for torch, result in results.items():
+        by_commit.setdefault(str(result.get("commit", "unrecorded")), []).append(torch)
+    if not by_commit:
+        return []
+    if len(by_commit) == 1 and "unrecorded" not in by_commit:
+        (commit, releases), = by_commit.items()
+        return [f"All {len(releases)} results come from one checkout: commit `{commit}`.", ""]
+    parts = [f"`{commit}`: {', '.join(releases)}" for commit, releases in sorted(by_commit.items())]
+    return [f"Results come from {len(by_commit)} checkouts: " + "; ".join(parts) + ".", ""]
+
+
 def _compat_section(inputs: ReportInputs) -> list[str]:
     statuses = {torch: result["status"] for torch, result in inputs.results.items()}
-    return ["## Compatibility", "", render_compat_table(inputs.catalog, statuses)]
+    return ["## Compatibility", "", *_provenance(inputs.results), render_compat_table(inputs.catalog, statuses)]
 
 
 def _cost_section(rows: list[Row]) -> list[str]:

@@ -6,7 +6,8 @@ Schema (keys the report relies on are required)::
      "tests": {"passed": int, "failed": int, "skipped": int},
      "features": {...}, "adapters": [...], "na": [{"feature": ..., "reason": ...}, ...],
      # optional: "probe_error", "probe_counts", "errors", "missing_tools",
-     #           "torch_installed", "python", "pytest_exit", "duration_s"}
+     #           "torch_installed", "python", "pytest_exit", "duration_s",
+    #           "commit" (the checkout tested, "+dirty" if it had local changes)}
 """
 
 from __future__ import annotations

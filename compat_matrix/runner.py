@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from spyre_compat.paths import RESULTS_DIR
+from spyre_compat.paths import REPO_ROOT, RESULTS_DIR
 from spyre_compat.results import make_result, parse_junit, write_crash_junit, write_result
 
 PROBE_COMMAND = ("spyre-adapter", "probe")
@@ -83,6 +83,26 @@ def run_probe() -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def source_commit(root: Path = REPO_ROOT) -> str | None:
+    """The checkout's commit, with "+dirty" when tracked source differs from it.
+
+    Results record it so "one commit green on every release" can be checked;
+    changes under ``compat_matrix/results/`` (written by the sessions) do not count.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+        except OSError:  # no git on this machine
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if commit is None:
+        return None
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)compat_matrix/results")
+    return commit + ("+dirty" if changes else "")
+
+
 def run_compat(
     torch: str,
     pytest_args: Sequence[str] = (),
@@ -109,6 +129,9 @@ def run_compat(
         "python": platform.python_version(),
         "duration_s": round(time.monotonic() - started, 1),
     }
+    commit = source_commit()
+    if commit is not None:
+        extra["commit"] = commit
     missing_tools = [tool for tool in tools if shutil.which(tool) is None]
     if missing_tools:
         extra["missing_tools"] = missing_tools

@@ -124,3 +124,14 @@ def test_cli_registers_report_for_the_main_cli() -> None:
     args = parser.parse_args(["report", "--check"])
     assert args.func is cmd_report and args.check
     assert parser.parse_args(["surface", "2.9.1", "--fetch"]).releases == ["2.9.1"]
+
+
+def test_report_states_which_commits_the_results_come_from(inputs: ReportInputs) -> None:
+    def with_results(results: dict) -> str:
+        return render_report(ReportInputs(**{**inputs.__dict__, "results": results}))
+
+    result = inputs.results["2.9.1"]
+    one = with_results({"2.9.1": {**result, "commit": "abc"}, "2.10.0": {**result, "torch": "2.10.0", "commit": "abc"}})
+    assert "All 2 results come from one checkout: commit `abc`." in one
+    two = with_results({"2.9.1": {**result, "commit": "abc"}, "2.10.0": {**result, "torch": "2.10.0"}})
+    assert "Results come from 2 checkouts: `abc`: 2.9.1; `unrecorded`: 2.10.0." in two

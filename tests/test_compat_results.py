@@ -165,3 +165,30 @@ def test_runner_survives_pytest_that_writes_no_junit(tmp_path: Path, monkeypatch
     junit = tmp_path / "results" / "junit" / "2.6.0.xml"
     assert parse_junit(junit) == SuiteCounts(failed=1)
     assert "backend cannot load here" in junit.read_text()
+
+
+def _git(repo: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                   check=True, capture_output=True)
+
+
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="needs git")
+def test_source_commit_marks_local_changes_but_not_results(tmp_path: Path) -> None:
+    from spyre_compat.runner import source_commit
+
+    repo = tmp_path / "repo"
+    (repo / "compat_matrix" / "results").mkdir(parents=True)
+    (repo / "mod.py").write_text("x = 1\n")
+    (repo / "compat_matrix" / "results" / "2.9.1.json").write_text("{}\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "init")
+    clean = source_commit(repo)
+    assert clean is not None and len(clean) == 12 and "+" not in clean
+    (repo / "compat_matrix" / "results" / "2.9.1.json").write_text('{"rewritten": true}\n')
+    assert source_commit(repo) == clean  # sessions rewrite results; that is not a source change
+    (repo / "mod.py").write_text("x = 2\n")
+    assert source_commit(repo) == clean + "+dirty"
+    assert source_commit(tmp_path / "not-a-repo") is None
