@@ -140,6 +140,9 @@ CHAINS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     "swiglu": (lambda a, b: F.silu(a) * b, [(2048, 14336), (2048, 14336)]),
     "gelu_bias": (lambda x, b: F.gelu(x + b), [(2048, 4096), (4096,)]),
     "rope": (_rope, [(1, 32, 2048, 128), (2048, 128), (2048, 128)]),
+    # grouped-query attention: 8 KV heads expanded to 32 query heads (Llama-3.1-8B)
+    "repeat_kv": (lambda k: k[:, :, None].expand(1, 8, 4, 2048, 128).reshape(1, 32, 2048, 128) * 1.0,
+                  [(1, 8, 2048, 128)]),
     "scale_mask_softmax": (lambda s, m: torch.softmax(s * 0.088 + m, -1), [(32, 512, 512), (512, 512)]),
 }
 

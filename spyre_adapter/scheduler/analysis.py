@@ -18,7 +18,7 @@ import sympy
 import torch
 
 from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import Instr, LoopKernel
+from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import concrete
 
@@ -46,6 +46,9 @@ class Access:
     itemsize: int
     store: bool
     reduced: bool  # store_reduction: indexed by iteration vars only
+    #: (var name, lo, hi): the load's mask restricts the var to [lo, hi) (masked
+    #: lanes read nothing: cat, padding and rotate-half read only their part)
+    bounds: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +66,9 @@ class LoopInfo:
     sfu_post: int
     accesses: tuple[Access, ...]
     reduction_kinds: tuple[str, ...]
+    #: footprints already computed, per (access, box, stick): the planner asks
+    #: for the same ones for every candidate division
+    cache: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 def _count(body: Sequence[Instr]) -> tuple[int, int, int, int]:
@@ -92,13 +98,63 @@ def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.
     accesses = []
     for ins in kernel.body:
         if ins.op == "load":
-            accesses.append(Access(ins.args[0], _bind(ins.args[1], sizes), itemsize(dtypes[ins.args[0]]), False, False))
+            bounds = _mask_bounds(kernel.body, ins.mask, sizes) if ins.mask is not None else ()
+            accesses.append(Access(ins.args[0], _bind(ins.args[1], sizes), itemsize(dtypes[ins.args[0]]), False, False,
+                                   bounds))
         elif ins.op in ("store", "store_reduction"):
             accesses.append(Access(ins.args[0], _bind(ins.args[1], sizes), itemsize(dtypes[ins.args[0]]), True,
                                    ins.op == "store_reduction"))
     v1, s1, v2, s2 = _count(kernel.body)
     kinds = tuple(i.args[2] for i in kernel.body if i.op == "reduction")
     return LoopInfo(kernel, ranges, red, math.prod(ranges), math.prod(red), v1, s1, v2, s2, tuple(accesses), kinds)
+
+
+_COMPARE = {"lt": (None, 0), "le": (None, 1), "gt": (1, None), "ge": (0, None)}
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+_AND = frozenset({"and_", "logical_and", "bitwise_and"})
+_UNBOUNDED = 1 << 62
+
+
+def _var_plus_const(body: Sequence[Instr], ref: Any, sizes: Mapping[sympy.Symbol, int]) -> tuple[str, int] | None:
+    """(var, c) when ``ref`` is index_expr(var + c)."""
+    if not isinstance(ref, Ref) or body[ref.id].op != "index_expr":
+        return None
+    expr = sympy.expand(_bind(sympy.sympify(body[ref.id].args[0]), sizes))
+    free = list(expr.free_symbols)
+    if len(free) != 1 or expr.coeff(free[0]) != 1 or not (expr - free[0]).is_Integer:
+        return None
+    return free[0].name, int(expr - free[0])
+
+
+def _int_const(body: Sequence[Instr], ref: Any) -> int | None:
+    if isinstance(ref, Ref) and body[ref.id].op == "constant" and isinstance(body[ref.id].args[0], int):
+        return int(body[ref.id].args[0])
+    return None
+
+
+def _mask_bounds(body: Sequence[Instr], mask: Any, sizes: Mapping[sympy.Symbol, int],
+                 depth: int = 0) -> tuple[tuple[str, int, int], ...]:
+    """Var ranges a load's mask implies: comparisons of an index var with a
+    constant, and conjunctions of them. Anything else implies nothing (safe)."""
+    if not isinstance(mask, Ref) or depth > 8:
+        return ()
+    ins = body[mask.id]
+    if ins.op in _AND:
+        return tuple(b for arg in ins.args for b in _mask_bounds(body, arg, sizes, depth + 1))
+    if ins.op not in _COMPARE or len(ins.args) != 2:
+        return ()
+    op, (x, y) = ins.op, ins.args
+    if _var_plus_const(body, x, sizes) is None:
+        op, x, y = _FLIP[op], y, x
+    vc, c = _var_plus_const(body, x, sizes), _int_const(body, y)
+    if vc is None or c is None:
+        return ()
+    var, off = vc
+    lo_adj, hi_adj = _COMPARE[op]
+    bound = c - off  # var <op> bound
+    lo = bound + lo_adj if lo_adj is not None else -_UNBOUNDED
+    hi = bound + hi_adj if hi_adj is not None else _UNBOUNDED
+    return ((var, lo, hi),)
 
 
 def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
@@ -142,15 +198,20 @@ def _vars(info: LoopInfo) -> tuple[list[sympy.Symbol], list[int]]:
     return list(ivars) + list(rvars), list(info.ranges) + list(info.red)
 
 
+#: Stick intervals ``[first_i, last_i]`` an access touches (None: not enumerated).
+Intervals = tuple[torch.Tensor, torch.Tensor] | None
+
+
 def _affine_sticks(coeffs: list[int], offset: int, starts: list[int], extents: list[int],
-                   isz: int, stick: int) -> tuple[int, int]:
-    """(elements, sticks) touched by an affine map over a box."""
+                   isz: int, stick: int) -> tuple[int, int, Intervals]:
+    """(elements, sticks, the sticks as intervals when enumerated) an affine map touches over a box."""
     dims = sorted(((c, n, s) for c, n, s in zip(coeffs, extents, starts) if c != 0 and n > 1), key=lambda t: t[0])
     base = offset + sum(c * s for c, s in zip(coeffs, starts))
     if any(n == 0 for n in extents):
-        return 0, 0
+        return 0, 0, (torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
     if not dims:
-        return 1, 1
+        first = torch.tensor([base * isz // stick])
+        return 1, 1, (first, first)
     elems = math.prod(n for _, n, _ in dims)
     run = 1
     k = 0
@@ -161,15 +222,16 @@ def _affine_sticks(coeffs: list[int], offset: int, starts: list[int], extents: l
     rest = dims[k:]
     n_runs = math.prod(n for _, n, _ in rest)
     if run == 1 and rest and rest[0][0] * isz >= stick:
-        return elems, elems  # strided: every element its own stick
+        return elems, elems, None  # strided: every element its own stick
     if n_runs > 1 << 16:  # many short runs: bound by the span they cover
         span = (sum(c * (n - 1) for c, n, _ in dims) + 1) * isz
-        return elems, min(elems, -(-span // stick) + 1)
+        return elems, min(elems, -(-span // stick) + 1), None
     # Exact: vectorised over run starts, union of the runs' stick intervals.
     st = torch.full((1,), base, dtype=torch.int64)
     for c, n, _ in rest:
         st = (st[:, None] + c * torch.arange(n, dtype=torch.int64)[None, :]).reshape(-1)
-    return elems, _union_len((st * isz) // stick, ((st + run - 1) * isz) // stick)
+    first, last = (st * isz) // stick, ((st + run - 1) * isz) // stick
+    return elems, _union_len(first, last), (first, last)
 
 
 def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
@@ -180,40 +242,151 @@ def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
     return int((lst - torch.maximum(f - 1, prev)).clamp(min=0).sum())
 
 
-def access_footprint(info: LoopInfo, acc: Access, a: int, b: int, stick: int) -> tuple[int, int]:
-    """(elements, bytes in sticks) access ``acc`` touches over flat iteration range [a, b)."""
-    vars_, extents = _vars(info)
-    nbox = len(info.ranges)
+def _boxes_of(info: LoopInfo, acc: Access, a: int, b: int, red: tuple[int, int] | None) -> list[Box]:
+    """Boxes over (iteration + reduction) vars an access covers for iteration range [a, b)."""
+    if acc.reduced:
+        rboxes: list[Box] = [tuple((0, 1) for _ in info.red)]
+    elif red is not None:
+        rboxes = boxes(list(info.red), *red)
+    else:
+        rboxes = [tuple((0, r) for r in info.red)]
+    out = [(*box, *rbox) for box in boxes(list(info.ranges), a, b) for rbox in rboxes]
+    if acc.bounds:
+        names = [v.name for v in _vars(info)[0]]
+        clip = {}
+        for var, lo, hi in acc.bounds:
+            if var in names:
+                k = names.index(var)
+                old = clip.get(k, (-_UNBOUNDED, _UNBOUNDED))
+                clip[k] = (max(old[0], lo), min(old[1], hi))
+        out = [box for box in (tuple((max(lo, clip[k][0]), min(hi, clip[k][1])) if k in clip else (lo, hi)
+                                     for k, (lo, hi) in enumerate(full)) for full in out)
+               if all(lo < hi for lo, hi in box)]
+    return out
+
+
+def _box_sticks(info: LoopInfo, acc: Access, full: Box, stick: int) -> tuple[int, int, Intervals]:
+    key = (acc, full, stick)
+    hit = info.cache.get(key)
+    if hit is None:
+        hit = info.cache[key] = _box_sticks_uncached(info, acc, full, stick)
+    return hit
+
+
+def _box_sticks_uncached(info: LoopInfo, acc: Access, full: Box, stick: int) -> tuple[int, int, Intervals]:
+    vars_, _ = _vars(info)
     aff = sidx.affine(acc.expr, vars_)
+    starts = [lo for lo, _ in full]
+    ext = [hi - lo for lo, hi in full]
+    if aff is not None:
+        return _affine_sticks(aff[1], aff[0], starts, ext, acc.itemsize, stick)
+    return _evaluated_sticks(acc.expr, vars_, starts, ext, acc.itemsize, stick, len(info.ranges))
+
+
+def access_footprint(info: LoopInfo, acc: Access, a: int, b: int, stick: int,
+                     red: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(elements, bytes in sticks) access ``acc`` touches over flat iteration range [a, b);
+    ``red``: only this flat range of the reduction extent (a core's chunk of a split)."""
     total_e = total_s = 0
-    for box in boxes(list(info.ranges), a, b):
-        if acc.reduced:
-            full = list(box) + [(0, 1)] * len(info.red)
-        else:
-            full = list(box) + [(0, r) for r in info.red]
-        starts = [lo for lo, _ in full]
-        ext = [hi - lo for lo, hi in full]
-        if aff is not None:
-            e, s = _affine_sticks(aff[1], aff[0], starts, ext, acc.itemsize, stick)
-        else:
-            e, s = _evaluated_sticks(acc.expr, vars_, starts, ext, acc.itemsize, stick, nbox)
+    for full in _boxes_of(info, acc, a, b, red):
+        e, s, _ = _box_sticks(info, acc, full, stick)
         total_e += e
         total_s += s
     return total_e, total_s * stick
 
 
+def stick_intervals(info: LoopInfo, acc: Access, a: int, b: int, stick: int,
+                    red: tuple[int, int] | None = None) -> Intervals:
+    """The sticks ``acc`` touches over [a, b) as intervals, or None where they are
+    only bounded (strided or very many runs, gathers, sampled evaluation)."""
+    firsts, lasts = [], []
+    for full in _boxes_of(info, acc, a, b, red):
+        _, _, iv = _box_sticks(info, acc, full, stick)
+        if iv is None:
+            return None
+        firsts.append(iv[0])
+        lasts.append(iv[1])
+    empty = torch.empty(0, dtype=torch.int64)
+    return (torch.cat(firsts), torch.cat(lasts)) if firsts else (empty, empty)
+
+
+def merged(iv: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Canonical form of a set of stick intervals: sorted, overlapping and adjacent ones joined
+    (equal stick sets give equal tensors)."""
+    first, last = iv
+    if first.numel() == 0:
+        return first, last
+    order = first.argsort()
+    f, lst = first[order], last[order]
+    reach = torch.cummax(lst, 0).values
+    starts = torch.ones_like(f, dtype=torch.bool)
+    starts[1:] = f[1:] > reach[:-1] + 1
+    idx = starts.nonzero().flatten()
+    ends = torch.cat([idx[1:] - 1, torch.tensor([f.numel() - 1])])
+    return f[idx], reach[ends]
+
+
+def union_bytes(intervals: Sequence[Intervals], stick: int) -> int | None:
+    """Bytes (in sticks) of the union of several accesses' intervals (None if any is unknown)."""
+    if any(iv is None for iv in intervals):
+        return None
+    known = [iv for iv in intervals if iv is not None and iv[0].numel()]
+    if not known:
+        return 0
+    return _union_len(torch.cat([iv[0] for iv in known]), torch.cat([iv[1] for iv in known])) * stick
+
+
+def union_footprint(info: LoopInfo, accs: Sequence[Access], a: int, b: int, stick: int,
+                    red: tuple[int, int] | None = None) -> int:
+    """Bytes (in sticks) the union of several accesses of one buffer touches over [a, b):
+    loads of the same data at shifted indices (rotate-half, stencils) move it once.
+    Where a footprint is only bounded, not enumerated, the sum bounds the union."""
+    union = union_bytes([stick_intervals(info, acc, a, b, stick, red) for acc in accs], stick)
+    if union is None:
+        return sum(access_footprint(info, x, a, b, stick, red)[1] for x in accs)
+    return union
+
+
+def _unit_stride_runs(expr: sympy.Expr, vars_: list[sympy.Symbol], starts: list[int], ext: list[int],
+                      isz: int, stick: int) -> tuple[int, Intervals] | None:
+    """Sticks of an index that is ``f(outer vars) + v`` in the box's innermost var
+    ``v``: each outer point reads one contiguous run, so only run starts are
+    evaluated (a stick's worth of elements at a time instead of every one)."""
+    inner = len(ext) - 1
+    if inner < 0 or ext[inner] <= 1:
+        return None
+    v = vars_[inner]
+    rest = sympy.expand(expr - v)
+    if v in rest.free_symbols:
+        return None
+    outer = math.prod(ext[:inner])
+    if outer > 1 << 22:
+        return None
+    env: dict[sympy.Symbol, Any] = {}
+    for k, (var, s0, e) in enumerate(zip(vars_, starts, ext)):
+        view = [1] * len(ext)
+        view[k] = e if k != inner else 1
+        env[var] = torch.arange(s0, s0 + (e if k != inner else 1), dtype=torch.int64).view(view)
+    st = torch.as_tensor(sidx.compile_index(expr)(env)).expand(*ext[:inner], 1).reshape(-1)
+    first, last = (st * isz) // stick, ((st + ext[inner] - 1) * isz) // stick
+    return _union_len(first, last), (first, last)
+
+
 def _evaluated_sticks(expr: sympy.Expr, vars_: list[sympy.Symbol], starts: list[int], ext: list[int],
-                      isz: int, stick: int, nbox: int) -> tuple[int, int]:
+                      isz: int, stick: int, nbox: int) -> tuple[int, int, Intervals]:
     free = {s for s in expr.free_symbols if s.name.startswith("v")}
     n = math.prod(ext)
     if n == 0:
-        return 0, 0
+        return 0, 0, (torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
     if free:
         # Gather through an indirect index: each gathered row is one contiguous run.
         aff = sidx.affine(expr.xreplace({v: 0 for v in free}), vars_)
         run = next((e for c, e in zip(aff[1], ext) if c == 1), 1) if aff else 1
         rows = max(n // run, 1)
-        return n, rows * (-(-run * isz // stick) + 1)
+        return n, rows * (-(-run * isz // stick) + 1), None
+    runs = _unit_stride_runs(expr, vars_, starts, ext, isz, stick)
+    if runs is not None:
+        return n, *runs
     scale = 1
     if n > 1 << 22:  # evaluate a prefix of rows and scale (compile-time cost bound)
         keep = max(1, (1 << 22) * ext[0] // n)
@@ -228,4 +401,4 @@ def _evaluated_sticks(expr: sympy.Expr, vars_: list[sympy.Symbol], starts: list[
     idx = sidx.compile_index(expr)(env)
     idx = torch.as_tensor(idx).expand(*ext).reshape(-1)
     distinct = torch.unique((idx * isz) // stick)
-    return n, int(distinct.numel() * scale)
+    return n, int(distinct.numel() * scale), (distinct, distinct) if scale == 1 else None

@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import sympy
+import torch
 
 from spyre_shims.kernel_ir import KernelGroup
 
 from ..machine import Machine
 from ..program import CoreStream, Instr, Program
-from .analysis import LoopInfo, access_footprint, analyse, itemsize
+from .analysis import (Intervals, LoopInfo, access_footprint, analyse, itemsize, merged, stick_intervals,
+                       union_bytes, union_footprint)
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
 SPLITTABLE = frozenset({"sum", "max", "min", "any", "prod", "welford_reduce", "online_softmax_reduce",
@@ -137,48 +139,132 @@ def _row_ranges(rows: int, unit: int, cores: int) -> list[tuple[int, int]]:
 @dataclasses.dataclass
 class _CoreWork:
     rows: tuple[int, int]
-    dma_bytes: dict[str, int]  # streamed per buffer (loads and stores)
-    inv_bytes: dict[str, int]  # row-invariant loads (once per core)
+    loads: dict[str, int]  # streamed loads per buffer
+    stores: dict[str, int]  # streamed stores per buffer
+    inv_bytes: dict[str, int]  # row-invariant / shared loads (once per core, kept in LX)
     lx_bytes: int  # bytes produced/consumed in LX only
     cycles: float
-    store_bytes: int
+
+    @property
+    def dma_bytes(self) -> int:
+        return sum(self.loads.values()) + sum(self.stores.values())
+
+    @property
+    def store_bytes(self) -> int:
+        return sum(self.stores.values())
+
+    @property
+    def channels(self) -> int:
+        return len(self.loads) + len(self.stores)
 
 
-def _core_work(gm: GroupModel, m: Machine, rows: tuple[int, int], rfrac: float) -> _CoreWork:
-    a, b = rows
-    dma: dict[str, int] = {}
+def _kernel_ranges(gm: GroupModel, rows: tuple[int, int], rchunk: int, rsplit: int) -> list[tuple[int, int]]:
+    """Per kernel, the flat iteration range a core runs; pointwise neighbours of
+    a split reduction take the core's chunk of the rows."""
+    out = []
+    for k in gm.mult:
+        a, b = rows[0] * k, rows[1] * k
+        if k > 1 and rsplit > 1:
+            a, b = _chunk(a, b, rchunk, rsplit), _chunk(a, b, rchunk + 1, rsplit)
+        out.append((a, b))
+    return out
+
+
+def _red_range(info: LoopInfo, rchunk: int, rsplit: int) -> tuple[int, int] | None:
+    """A core's chunk of a split reduction's extent (None: the whole extent)."""
+    if rsplit == 1 or info.rnumel == 1:
+        return None
+    return (info.rnumel * rchunk // rsplit, info.rnumel * (rchunk + 1) // rsplit)
+
+
+def _load_groups(gm: GroupModel) -> dict[tuple[str, int], list[_Access]]:
+    """Streamed loads by (buffer, kernel): loads of one buffer in one kernel move
+    the union of what they touch once (rotate-half reads the same rows twice)."""
+    groups: dict[tuple[str, int], list[_Access]] = {}
+    for acc in gm.accesses:
+        if not acc.store and not acc.lx and not acc.invariant:
+            groups.setdefault((acc.buffer, acc.kernel), []).append(acc)
+    return groups
+
+
+def _group_bytes(gm: GroupModel, m: Machine, accs: list[_Access], rng: tuple[int, int],
+                 red: tuple[int, int] | None) -> int:
+    first = accs[0]
+    return union_footprint(first.info, [a.acc for a in accs], rng[0], rng[1], m.stick_bytes, red)
+
+
+def _core_work(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int = 0, rsplit: int = 1,
+               shared: frozenset[tuple[str, int]] = frozenset()) -> _CoreWork:
+    """What one core moves and computes. ``shared``: (buffer, kernel) loads every
+    core needs whole, loaded once and broadcast over the ring like row-invariant ones."""
+    rfrac = 1.0 / rsplit
+    ranges = _kernel_ranges(gm, rows, rchunk, rsplit)
+    reds = [_red_range(info, rchunk, rsplit) for info in gm.infos]
+    loads: dict[str, int] = {}
+    stores: dict[str, int] = {}
     inv: dict[str, int] = {}
     lx = 0
-    store = 0
     cycles = 0.0
     sfu_extra = m.sfu_cycles_per_stick - 1
     for k, info in enumerate(gm.infos):
-        n = (b - a) * gm.mult[k]
+        n = (rows[1] - rows[0]) * gm.mult[k]
         red = info.rnumel * rfrac
         if info.rnumel == 1:
             n = n * rfrac  # a split reduction's pointwise neighbours split the same way
         cycles += (n * red * (info.vec_pre + info.sfu_pre * sfu_extra) + n * (info.vec_post + info.sfu_post * sfu_extra)) / gm.epc
     for acc in gm.accesses:
-        k = gm.mult[acc.kernel]
-        _, nbytes = access_footprint(acc.info, acc.acc, a * k, b * k, m.stick_bytes)
-        if not acc.acc.reduced and rfrac < 1:
-            # This core's share of the reduction extent, in whole sticks.
-            nbytes = -(-int(math.ceil(nbytes * rfrac)) // m.stick_bytes) * m.stick_bytes
+        if not (acc.store or acc.lx or acc.invariant):
+            continue  # streamed loads: by group below
+        rng = ranges[acc.kernel]
+        _, nbytes = access_footprint(acc.info, acc.acc, rng[0], rng[1], m.stick_bytes, reds[acc.kernel])
+        if acc.store and acc.acc.reduced and rsplit > 1:
+            nbytes //= rsplit  # partials are combined over the ring; the row group stores once
         if acc.lx:
             lx += nbytes
         elif acc.invariant:
             inv[acc.buffer] = max(inv.get(acc.buffer, 0), nbytes)
         else:
-            dma[acc.buffer] = dma.get(acc.buffer, 0) + nbytes
-            if acc.store:
-                store += nbytes
-    return _CoreWork(rows, dma, inv, lx, cycles, store)
+            stores[acc.buffer] = stores.get(acc.buffer, 0) + nbytes
+    for key, accs in _load_groups(gm).items():
+        k = key[1]
+        nbytes = _group_bytes(gm, m, accs, ranges[k], reds[k])
+        if key in shared:
+            inv[key[0]] = max(inv.get(key[0], 0), nbytes)
+        else:
+            loads[key[0]] = loads.get(key[0], 0) + nbytes
+    return _CoreWork(rows, loads, stores, inv, lx, cycles)
+
+
+#: A load every core needs whole is broadcast once over the ring only when it is
+#: this small a share of LX (it stays resident for the whole kernel).
+SHARED_LX_FRACTION = 0.125
+
+
+def _shared_loads(gm: GroupModel, m: Machine, d: Division) -> frozenset[tuple[str, int]]:
+    """Streamed loads that every core of division ``d`` needs whole (RoPE's cos and
+    sin across heads, a per-head table): one DMA and a ring broadcast instead of
+    one DRAM read per core."""
+    if d.used == 1:
+        return frozenset()
+    ranges = [r for r in _row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
+    out = set()
+    for key, accs in _load_groups(gm).items():
+        k = key[1]
+        info = gm.infos[k]
+        whole = _group_bytes(gm, m, accs, (0, gm.rows * gm.mult[k]), None)
+        if whole == 0 or whole > SHARED_LX_FRACTION * m.lx_usable_bytes:
+            continue
+        if all(_group_bytes(gm, m, accs, rng, _red_range(info, rc, d.rsplit)) == whole
+               for r in ranges for rc in range(d.rsplit)
+               for rng in [_kernel_ranges(gm, r, rc, d.rsplit)[k]]):
+            out.add(key)
+    return frozenset(out)
 
 
 def _tiles(work: _CoreWork, m: Machine) -> tuple[int, int]:
     """(number of LX tiles, peak LX bytes) for double-buffered streaming."""
     inv = sum(work.inv_bytes.values())
-    stream = sum(work.dma_bytes.values()) + work.lx_bytes
+    stream = work.dma_bytes + work.lx_bytes
     room = max(m.lx_usable_bytes - inv, m.lx_usable_bytes // 4)
     if stream == 0:
         return 1, inv
@@ -198,18 +284,21 @@ def _estimate(gm: GroupModel, m: Machine, d: Division) -> float:
     total_rd = total_wr = 0.0
     worst = 0.0
     shared_inv = 0.0
-    for r in ranges:
+    shared = _shared_loads(gm, m, d)
+    duplicates = _duplicate_reads(gm, m, d, shared) if d.rsplit == 1 else {}
+    for c, r in enumerate(ranges):
         if r[0] >= r[1]:
             continue
-        w = _core_work(gm, m, r, 1.0 / d.rsplit)
+        w = _core_work(gm, m, r, 0, d.rsplit, shared)
         tiles, _ = _tiles(w, m)
-        dma = sum(w.dma_bytes.values())
+        dma = w.dma_bytes
         inv = sum(w.inv_bytes.values())
         shared_inv = max(shared_inv, inv)
-        total_rd += (dma - w.store_bytes) * d.rsplit
+        received = sum(w.loads.get(buf, 0) for buf in duplicates.get(c, {}))  # over the ring, not DRAM
+        total_rd += (dma - w.store_bytes) * d.rsplit - received
         total_wr += w.store_bytes * (1 if d.rsplit == 1 else 1)
         compute_ns = w.cycles / m.clock_ghz
-        dma_ns = dma / m.core_dma_gbps + (tiles * len(w.dma_bytes)) * m.dma_setup_ns
+        dma_ns = dma / m.core_dma_gbps + (tiles * w.channels) * m.dma_setup_ns
         fill = (dma / tiles) / m.core_dma_gbps if tiles else 0.0
         ring_ns = inv / m.ring_gbps if d.used > 1 else inv / m.core_dma_gbps
         worst = max(worst, max(compute_ns, dma_ns) + fill + ring_ns)
@@ -260,10 +349,12 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     ranges = _row_ranges(gm.rows, gm.unit, best.cores)
     streams: list[CoreStream] = []
     core = 0
+    shared = _shared_loads(gm, m, best)
     for rr in ranges:
         for rc in range(best.rsplit):
-            streams.append(_stream(gm, m, core, rr, rc, best.rsplit))
+            streams.append(_stream(gm, m, core, rr, rc, best.rsplit, shared))
             core += 1
+    _share_duplicate_loads(streams, _duplicate_reads(gm, m, best, shared))
     if best.rsplit > 1:
         _combine_partials(streams, gm, m, best)
     if best.used > 1:
@@ -277,14 +368,10 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     return prog
 
 
-def _stream(gm: GroupModel, m: Machine, core: int, rows: tuple[int, int], rchunk: int, rsplit: int) -> CoreStream:
-    w = _core_work(gm, m, rows, 1.0 / rsplit)
-    ranges = []
-    for k in gm.mult:
-        a, b = rows[0] * k, rows[1] * k
-        if k > 1 and rsplit > 1:  # pointwise neighbours of a split reduction: this core's chunk
-            a, b = _chunk(a, b, rchunk, rsplit), _chunk(a, b, rchunk + 1, rsplit)
-        ranges.append((a, b))
+def _stream(gm: GroupModel, m: Machine, core: int, rows: tuple[int, int], rchunk: int, rsplit: int,
+            shared: frozenset[tuple[str, int]] = frozenset()) -> CoreStream:
+    w = _core_work(gm, m, rows, rchunk, rsplit, shared)
+    ranges = _kernel_ranges(gm, rows, rchunk, rsplit)
     stream = CoreStream(core, [], ranges=ranges, rchunk=(rchunk, rsplit))
     if rows[0] >= rows[1]:
         return stream
@@ -294,21 +381,78 @@ def _stream(gm: GroupModel, m: Machine, core: int, rows: tuple[int, int], rchunk
     for buf, nbytes in w.inv_bytes.items():
         owner = core == 0
         if owner or rsplit * len(gm.infos) == 0:
-            ins.append(Instr("dma_in", buf, nbytes, note="row-invariant operand, broadcast on the ring"))
+            ins.append(Instr("dma_in", buf, nbytes, note="operand every core needs whole, broadcast on the ring"))
         else:
-            ins.append(Instr("ring", buf, nbytes, peer=0, note="row-invariant operand from core 0"))
-    loads = {a.buffer for a in gm.accesses if not a.store and not a.lx and not a.invariant}
+            ins.append(Instr("ring", buf, nbytes, peer=0, note="shared operand from core 0"))
     for t in range(tiles):
-        for buf, nbytes in w.dma_bytes.items():
-            if buf in loads and not _is_store_only(gm, buf):
-                ins.append(Instr("dma_in", buf, _share(nbytes, tiles, t), tile=t))
+        for buf, nbytes in w.loads.items():
+            ins.append(Instr("dma_in", buf, _share(nbytes, tiles, t), tile=t))
         ins.append(Instr("vec", "", 0, w.cycles / tiles, tile=t,
                          note=f"{len(gm.infos)} loop kernel(s), rows {rows[0]}:{rows[1]}"))
-        for acc in gm.accesses:
-            if acc.store and not acc.lx and acc.buffer in w.dma_bytes:
-                nbytes = _store_bytes(gm, m, acc.buffer, rows, rsplit)
-                ins.append(Instr("dma_out", acc.buffer, _share(nbytes, tiles, t), tile=t))
+        for buf, nbytes in w.stores.items():
+            ins.append(Instr("dma_out", buf, _share(nbytes, tiles, t), tile=t))
     return stream
+
+
+def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int, rsplit: int,
+                     shared: frozenset[tuple[str, int]]) -> dict[str, bytes | None]:
+    """Per streamed buffer, the exact stick set a core reads (canonical bytes; None
+    when it can only be bounded). Equal signatures: two cores read the same data."""
+    ranges = _kernel_ranges(gm, rows, rchunk, rsplit)
+    per_buffer: dict[str, list[Intervals]] = {}
+    for (buf, k), accs in _load_groups(gm).items():
+        if (buf, k) in shared:
+            continue
+        red = _red_range(gm.infos[k], rchunk, rsplit)
+        per_buffer.setdefault(buf, []).extend(
+            stick_intervals(a.info, a.acc, *ranges[k], m.stick_bytes, red) for a in accs)
+    out: dict[str, bytes | None] = {}
+    for buf, ivs in per_buffer.items():
+        if any(iv is None for iv in ivs):
+            out[buf] = None
+            continue
+        f, last = merged((torch.cat([iv[0] for iv in ivs]), torch.cat([iv[1] for iv in ivs])))  # type: ignore[index]
+        out[buf] = f.numpy().tobytes() + b"|" + last.numpy().tobytes() if f.numel() else None
+    return out
+
+
+def _duplicate_reads(gm: GroupModel, m: Machine, d: Division,
+                     shared: frozenset[tuple[str, int]]) -> dict[int, dict[str, int]]:
+    """Per core index (in stream order), the buffers it reads exactly as an earlier
+    core does, with that core: it loads them and this one receives them over the ring."""
+    if d.used == 1:
+        return {}
+    seen: dict[tuple[str, bytes], int] = {}
+    out: dict[int, dict[str, int]] = {}
+    core = 0
+    for rows in _row_ranges(gm.rows, gm.unit, d.cores):
+        for rc in range(d.rsplit):
+            if rows[0] < rows[1]:
+                for buf, sig in _read_signatures(gm, m, rows, rc, d.rsplit, shared).items():
+                    if sig is None:
+                        continue
+                    if (buf, sig) in seen:
+                        out.setdefault(core, {})[buf] = seen[(buf, sig)]
+                    else:
+                        seen[(buf, sig)] = core
+            core += 1
+    return out
+
+
+def _share_duplicate_loads(streams: list[CoreStream], duplicates: dict[int, dict[str, int]]) -> None:
+    """Turn a core's loads of data an earlier core loads too into ring transfers
+    from that core, tile by tile (when both tile the data alike)."""
+    by_core = {s.core: s for s in streams}
+
+    def loads(s: CoreStream, buf: str) -> list[Instr]:
+        return [i for i in s.instrs if i.op == "dma_in" and i.buffer == buf]
+
+    for s in streams:
+        for buf, owner in duplicates.get(s.core, {}).items():
+            mine, theirs = loads(s, buf), loads(by_core[owner], buf)
+            if mine and [(i.tile, i.bytes) for i in mine] == [(i.tile, i.bytes) for i in theirs]:
+                for i in mine:
+                    i.op, i.peer, i.note = "ring", owner, f"same data as core {owner}'s load"
 
 
 def _chunk(a: int, b: int, k: int, parts: int, align: int = 128) -> int:
@@ -317,19 +461,6 @@ def _chunk(a: int, b: int, k: int, parts: int, align: int = 128) -> int:
     if k >= parts:
         return b
     return min(b, a + ((b - a) * k // parts) // align * align)
-
-
-def _is_store_only(gm: GroupModel, buf: str) -> bool:
-    return all(a.store for a in gm.accesses if a.buffer == buf)
-
-
-def _store_bytes(gm: GroupModel, m: Machine, buf: str, rows: tuple[int, int], rsplit: int) -> int:
-    total = 0
-    for acc in gm.accesses:
-        if acc.store and acc.buffer == buf:
-            k = gm.mult[acc.kernel]
-            total += access_footprint(acc.info, acc.acc, rows[0] * k, rows[1] * k, m.stick_bytes)[1]
-    return total // rsplit if rsplit > 1 else total
 
 
 def _share(total: int, parts: int, k: int) -> int:
@@ -351,13 +482,18 @@ def _vector_ops(gm: GroupModel) -> float:
 
 
 def compulsory_bytes(gm: GroupModel, m: Machine) -> int:
-    """Each external input read once, each external output written once (sticks)."""
-    per_buf: dict[str, int] = {}
+    """Each external input read once, each external output written once (sticks):
+    per buffer, the union of what all its accesses touch."""
+    parts: dict[str, list[Any]] = {}
     for acc in gm.accesses:
         if acc.buffer in gm.internal or (not acc.store and acc.lx):
             continue
-        k = gm.mult[acc.kernel]
-        _, nbytes = access_footprint(acc.info, acc.acc, 0, gm.rows * k, m.stick_bytes)
-        key = acc.buffer + ("/w" if acc.store else "/r")
-        per_buf[key] = max(per_buf.get(key, 0), nbytes)
-    return sum(per_buf.values())
+        parts.setdefault(acc.buffer + ("/w" if acc.store else "/r"), []).append(acc)
+    total = 0
+    for accs in parts.values():
+        spans = [(a.info, a.acc, 0, gm.rows * gm.mult[a.kernel]) for a in accs]
+        union = union_bytes([stick_intervals(i, x, lo, hi, m.stick_bytes) for i, x, lo, hi in spans], m.stick_bytes)
+        # Unknown intervals: the largest single footprint still has to move.
+        total += union if union is not None else max(access_footprint(i, x, lo, hi, m.stick_bytes)[1]
+                                                     for i, x, lo, hi in spans)
+    return total
