@@ -125,14 +125,17 @@ def plan(s: Shape, m: Machine) -> Program:
         st = CoreStream(c, [], lx_peak=lx_tile + (kv_bytes if resident_kv else 0),
                         ranges=[(mine[0][0] * nq + mine[0][1], mine[-1][0] * nq + mine[-1][1] + 1)] if mine else [])
         tile = 0
-        loaded_head = -1
+        loaded_head, loaded_blocks = -1, 0  # K/V blocks of that head already in LX
         for bh, i in mine:
             q_rows = min(bq, s.lq - i * bq)
             st.instrs.append(Instr("dma_in", "q", q_rows * s.d * s.isz, tile=tile))
             last = -(-min(s.lk, (i + 1) * bq) // bk) if s.causal else -(-s.lk // bk)
+            if not (resident_kv and loaded_head == bh):
+                loaded_blocks = 0
             for j in range(last):
                 k_rows = min(bk, s.lk - j * bk)
-                if not (resident_kv and loaded_head == bh):
+                # A causal unit needs one more block than the previous query block of its head.
+                if j >= loaded_blocks:
                     st.instrs.append(Instr("dma_in", "k", k_rows * s.d * s.isz, tile=tile))
                     st.instrs.append(Instr("dma_in", "v", k_rows * s.d * s.isz, tile=tile))
                 macs = -(-q_rows // m.pe_rows) * m.pe_rows * k_rows * s.d
@@ -143,7 +146,7 @@ def plan(s: Shape, m: Machine) -> Program:
                 st.instrs.append(Instr("vec", "", 0, vec / epc, tile=tile, note="online softmax"))
                 st.instrs.append(Instr("pe", "", 0, macs / rate * m.clock_ghz, tile=tile, note="O += P V"))
                 tile += 1
-            loaded_head = bh
+            loaded_head, loaded_blocks = bh, max(loaded_blocks, last) if resident_kv else 0
             st.instrs.append(Instr("vec", "", 0, q_rows * s.d / epc, tile=tile - 1, note="O / l"))
             st.instrs.append(Instr("dma_out", "out", q_rows * s.d * s.isz, tile=tile - 1))
         if cores > 1 and st.instrs:
