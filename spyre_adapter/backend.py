@@ -124,7 +124,11 @@ class SpyreBackend(Backend):
         programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
         chain = [p if p is not None else _BREAK for p in programs]
         outputs = set(dict(graph.meta).get("outputs", ()))
-        decisions = plan_residency(chain, outputs, current_machine())
+        # Every kernel's reads, also those of kernels the planner cannot see into:
+        # a store they depend on must not be elided.
+        reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
+                 else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
+        decisions = plan_residency(chain, outputs, current_machine(), reads)
         for e, before, after in zip(exes, programs, chain):
             if e is not None:
                 if before is not None and after is not before:

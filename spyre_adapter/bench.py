@@ -37,6 +37,7 @@ from .emulator import checks, metrics, timing
 from .machine import DEFAULT, Machine
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
+from .console import make_console
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "workloads"
 
@@ -311,7 +312,7 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
 def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), max_numel: int | None = None,
               console: Console | None = None) -> dict[str, Any]:
     """Run every section; returns the JSON document."""
-    console = console or Console(stderr=True)
+    console = console or make_console(stderr=True)
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -339,7 +340,7 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
 
 
 def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     table = Table(title="GEMMs (eta vs the sustained roof; baselines in the same run)")
     for col in ("gemm", "M x N x K", "us", "eta", "eta 1 core", "eta even split", "rho", "division"):
         table.add_column(col)

@@ -40,6 +40,9 @@ class Instr:
     peer: int = -1
     #: ring all-gather: the cores whose DMA-loaded slices this transfer collects
     peers: tuple[int, ...] = ()
+    #: a ring transfer whose source core holds the data in LX from an earlier
+    #: kernel (ready at once; no DRAM read behind it)
+    from_lx: bool = False
 
 
 @dataclasses.dataclass

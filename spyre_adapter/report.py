@@ -115,7 +115,7 @@ class DeviceReport:
             "compulsory_bytes": comp,
             "rho": dram / comp if comp else 0.0,
             "fallbacks": dict(self.fallbacks),
-            "lx_residency": {k: sum(s[k] for s in self.residency.values()) for k in ("kept", "stores_elided", "bytes_kept")},
+            "lx_residency": {k: sum(s[k] for s in self.residency.values()) for k in ("kept", "readers_served", "stores_elided", "bytes_kept")},
         }
 
     def write_trace(self, path: str | Path, launches: Any = None) -> None:

@@ -21,6 +21,7 @@ from . import models
 from .backend import set_machine
 from .machine import Machine
 from .report import REPORT
+from .console import make_console
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 #: Default max abs error vs CPU eager by dtype (activations of O(1) magnitude).
@@ -91,7 +92,7 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
 
 
 def print_result(result: dict[str, Any], top: int, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     d = result["device"]
     ok = "[green]PASS[/green]" if result["passed"] else "[red]FAIL[/red]"
     console.print(f"[bold]{result['model']}[/bold] ({result['dtype']}) on the emulated IBM Spyre "
@@ -103,6 +104,9 @@ def print_result(result: dict[str, Any], top: int, console: Console | None = Non
                   f"{d['launches']}; fallbacks: {sum(fb.values())}" + (f" ({', '.join(f'{k} x{v}' for k, v in fb.items())})" if fb else ""))
     console.print(f"modeled device time: {d['modeled_device_ns'] / 1e3:.1f} us per run; DRAM traffic "
                   f"{d['dram_bytes'] / 2**20:.2f} MiB = {d['rho']:.2f}x compulsory")
+    lx = d["lx_residency"]
+    console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept in LX ({lx['bytes_kept'] / 1024:.0f} KiB) "
+                  f"for {lx['readers_served']} reading kernel(s); {lx['stores_elided']} store(s) to DRAM elided")
     t = result["timing_s"]
     console.print(f"wall time: CPU eager {t['cpu_eager'] * 1e3:.1f} ms, first run incl. compile "
                   f"{t['first_run_with_compile']:.1f} s, emulated steady run {t['emulated_steady'] * 1e3:.1f} ms")
@@ -126,5 +130,5 @@ def main_run(opts: RunOptions) -> int:
     if opts.json_path:
         Path(opts.json_path).write_text(json.dumps(result, indent=2, default=str) + "\n")
     if opts.trace:
-        Console().print(f"trace written to {opts.trace} (open in ui.perfetto.dev or chrome://tracing)")
+        make_console().print(f"trace written to {opts.trace} (open in ui.perfetto.dev or chrome://tracing)")
     return 0 if result["passed"] else 1

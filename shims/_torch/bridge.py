@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import secrets
 import types
 from contextlib import contextmanager
 from typing import Any
@@ -25,6 +26,11 @@ from . import capture
 from . import inductor as ind
 
 _GRAPH_IDS = itertools.count()
+#: Kernel names end up in Inductor's on-disk FX graph cache, so a cached graph
+#: from another process brings the names it was compiled with: a per-process
+#: token keeps them unique within this process (backends key executables and
+#: reports by name).
+_PROCESS_TOKEN = secrets.token_hex(3)
 
 
 # ------------------------------------------------------------------ kernel emission
@@ -78,7 +84,7 @@ def _graph_state(wrapper: Any, device: str) -> dict[str, Any]:
     state = getattr(root, "_shim_state", None)
     if state is None:
         state = {"device": device, "kernels": [], "fallbacks": [], "ids": itertools.count(),
-                 "graph": f"graph{next(_GRAPH_IDS)}"}
+                 "graph": f"graph{next(_GRAPH_IDS)}_{_PROCESS_TOKEN}"}
         root._shim_state = state
     return state
 

@@ -118,6 +118,8 @@ def simulate(p: Program, m: Machine) -> Timeline:
         if ins.op == "dma_out":
             return compute_done.get((core, ins.tile), False)
         if ins.op == "ring":
+            if ins.from_lx:
+                return True
             if ins.buffer == "partials":
                 return compute_done.get((core, ins.tile), False)
             if ins.peers:  # all-gather: every peer's slice must have arrived

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import differential as diff
+from ..console import make_console
 
 _STYLE = {diff.PASS: "green", diff.PASS_NO_KERNEL: "green", diff.FALLBACK: "yellow", diff.FAIL: "bold red",
           diff.ERROR: "bold red", diff.SKIPPED: "dim"}
@@ -32,7 +33,7 @@ def document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_table(records: Sequence[dict[str, Any]], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or make_console()
     table = Table(title="workload cases: compiled on spyre vs CPU eager")
     for col in ("file", "case", "op", "status", "launches", "max abs err", "fallbacks / detail"):
         table.add_column(col, justify="right" if col in ("launches", "max abs err") else "left", overflow="fold")
