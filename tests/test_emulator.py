@@ -212,3 +212,13 @@ def test_uneven_blocks_share_operands_only_with_matching_cores() -> None:
     for g, c in rank(s, DEFAULT)[:6]:
         p = _program(kern, s, g, c, DEFAULT, {}, "mm", True)
         assert timing.simulate(p, DEFAULT).total_ns > 0
+
+
+def test_long_simulations_finish() -> None:
+    """Half a second of modeled time on one core: float residues of a transfer
+    (bytes left below a float step of the clock) must not stall the event loop."""
+    m1 = DEFAULT.replace(cores=1)
+    p = plan(_mm(8192, 8192, 8192), m1, {})
+    tl = timing.simulate(p, m1)
+    macs = 8192 ** 3
+    assert macs / m1.sustained_mac_per_ns_per_core <= tl.total_ns <= 1.05 * macs / m1.sustained_mac_per_ns_per_core

@@ -25,6 +25,10 @@ from ..program import Program
 _ENGINE = {"dma_in": "dma_in", "dma_out": "dma_out", "ring": "ring", "vec": "compute", "pe": "compute"}
 
 
+#: A transfer with less than this many bytes left has finished (float residue).
+_DONE_BYTES = 1e-3
+
+
 def _engine(ins) -> str:  # type: ignore[no-untyped-def]
     eng = _ENGINE[ins.op]
     return f"dma_in:{ins.buffer}" if eng == "dma_in" else eng
@@ -190,7 +194,10 @@ def simulate(p: Program, m: Machine) -> Timeline:
                 nxt = min(nxt, a["setup"])
             else:
                 r = rates[key] if _is_dma(key[1]) else m.ring_gbps
-                nxt = min(nxt, now + a["remaining"] / r if r > 0 else now)
+                end = now + a["remaining"] / r if r > 0 else now
+                if end <= now:  # less than a float step of `now` left: done (else no time would pass)
+                    a["remaining"] = 0.0
+                nxt = min(nxt, end)
         dt = max(nxt - now, 0.0)
         for key, a in active.items():
             if key[1] != "compute" and a["setup"] <= now:
@@ -200,7 +207,7 @@ def simulate(p: Program, m: Machine) -> Timeline:
         for key in list(active):
             a = active[key]
             core, eng = key
-            done = a["end"] <= now + 1e-9 if eng == "compute" else (a["setup"] <= now and a["remaining"] <= 1e-6)
+            done = a["end"] <= now + 1e-9 if eng == "compute" else (a["setup"] <= now and a["remaining"] <= _DONE_BYTES)
             if not done:
                 continue
             idx = a["idx"]

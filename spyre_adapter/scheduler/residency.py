@@ -170,17 +170,18 @@ def _serve_matmul(prod: Program, cons: Program, buffer: str, held: dict[int, Ext
         sources[s.core] = holder
     used = set(sources.values())
     per_core = {c: (held[c].hi - held[c].lo + 1) * size for c in used}
+    if max(per_core.values(), default=0) > m.lx_usable_bytes:
+        return None  # a holder could never keep its rows
     return Decision(buffer, prod.name, cons.name, per_core, False, sources)
 
 
-def _fits(programs: Sequence[Program], lo: int, hi: int, extra: dict[int, dict[int, int]],
-          d: Decision, m: Machine) -> bool:
+def _fits(programs: Sequence[Program], lo: int, hi: int, d: Decision, m: Machine) -> bool:
     """Room for ``d``'s kept bytes on its holder cores in programs[lo..hi], on top
-    of each program's working set and what is already kept there."""
+    of each program's LX peak (its working set plus what is already kept there)."""
     for j in range(lo, hi + 1):
         peaks = _peaks(programs[j])
         for core, nbytes in d.bytes_per_core.items():
-            if peaks.get(core, 0) + extra.get(j, {}).get(core, 0) + nbytes > m.lx_usable_bytes:
+            if peaks.get(core, 0) + nbytes > m.lx_usable_bytes:
                 return False
     return True
 
@@ -228,7 +229,8 @@ def plan_residency(programs: list[Program], graph_outputs: set[str], m: Machine,
     ``reads``: per program, the buffers its kernel reads, including kernels whose
     program the planner cannot see into (default: from the programs)."""
     reads = list(reads) if reads is not None else [_reads(p) for p in programs]
-    extra: dict[int, dict[int, int]] = {}  # program index -> core -> bytes kept there for others
+    # program index -> core -> bytes kept there for later kernels (already in its LX peak)
+    extra: dict[int, dict[int, int]] = {}
     decisions: list[Decision] = []
     for i in range(len(programs)):
         if programs[i].kernel is None:
@@ -292,7 +294,7 @@ def _keep_for_readers(programs: list[Program], i: int, buffer: str, readers: lis
         if any(programs[x].kernel is None for x in range(i + 1, j + 1)):
             break  # an opaque kernel: its LX use is unknown
         d = _serve(programs, i, j, buffer, m)
-        if d is None or not _fits(programs, i, j, extra, d, m):
+        if d is None or not _fits(programs, i, j, d, m):
             break
         if served and d.bytes_per_core != served[0][1].bytes_per_core:
             break  # the holders kept what the first reader needed; another layout would need another copy
