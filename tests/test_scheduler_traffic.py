@@ -84,3 +84,16 @@ def test_grouped_query_heads_share_their_kv_head_over_the_ring() -> None:
     received = [i for s in p.cores for i in s.instrs if i.op == "ring" and "same data" in i.note]
     assert len({i.peer for i in received}) == 2 and len(received) >= 6
     assert 1.0 <= _rho(p) <= 1.02
+
+
+def test_a_division_whose_shares_break_stick_alignment_is_passed_over() -> None:
+    """_chunk_cat stores through a transposed index: two cores would be cheapest by
+    the estimate, but core 1's share would not start on a whole stick."""
+    # OpInfo's sample: non-contiguous inputs (transposed last two dims, except the 4-d one)
+    shapes = [(2, 3, 3), (2, 3, 1, 2), (2, 3), (2, 3, 2), (2, 3, 271)]
+    tensors = [torch.randn(*s).half() if len(s) == 4 else torch.randn(*s[:-2], s[-1], s[-2]).half().transpose(-1, -2)
+               for s in shapes]
+    assert not tensors[-1].is_contiguous()
+    fn = lambda *ts: torch._chunk_cat(list(ts), 1, 3)  # noqa: E731
+    for p in _programs(fn, *tensors):  # _programs runs the emulator's checks on every plan
+        assert p.division["candidates"]

@@ -341,11 +341,34 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
 def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                force: Division | None = None, lx_planning: bool = True) -> Program:
     """Schedule a loop-kernel group onto the card (``force``: a fixed division
-    instead of the cheapest; ``lx_planning``: see :func:`model_group`)."""
+    instead of the cheapest; ``lx_planning``: see :func:`model_group`).
+
+    Divisions are tried cheapest first; one whose shares break a hardware rule
+    the estimate does not see (a strided store whose core shares do not start on
+    whole sticks) is passed over for the next."""
+    from ..emulator.checks import EmulatorError, check_program
+
     gm = model_group(group, m, sizes, lx_planning)
     if gm.rows == 0:
         return Program(name, "loop", group, [], {"cores": 0}, {str(k): v for k, v in sizes.items()})
-    best, costs = choose(gm, m) if force is None else (force, {force: _estimate(gm, m, force)})
+    costs = {force: _estimate(gm, m, force)} if force is not None else choose(gm, m)[1]
+    order = sorted(costs, key=lambda d: (costs[d], d.used))
+    for n, d in enumerate(order):
+        prog = _program(gm, m, d, name, sizes, costs)
+        if d.used == 1 or n == len(order) - 1:
+            return prog
+        try:
+            check_program(prog, m, sizes)
+        except EmulatorError as exc:
+            if exc.kind == "LX capacity exceeded":
+                return prog  # not the division's fault: the emulator reports it at launch
+            continue
+        return prog
+    raise AssertionError("unreachable: the last division is returned")
+
+
+def _program(gm: GroupModel, m: Machine, best: Division, name: str, sizes: Mapping[sympy.Symbol, int],
+             costs: Mapping[Division, float]) -> Program:
     ranges = _row_ranges(gm.rows, gm.unit, best.cores)
     streams: list[CoreStream] = []
     core = 0
@@ -363,9 +386,8 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
                 s.instrs.append(Instr("barrier", note="end of kernel"))
     division = {"cores": best.used, "row_cores": best.cores, "rsplit": best.rsplit, "rows": gm.rows,
                 "unit_rows": gm.unit, "candidates": {f"{d.cores}x{d.rsplit}": round(c) for d, c in costs.items()}}
-    prog = Program(name, "loop", group, streams, division, {str(k): v for k, v in sizes.items()},
+    return Program(name, "loop", gm.group, streams, division, {str(k): v for k, v in sizes.items()},
                    flops=_vector_ops(gm), compulsory_bytes=compulsory_bytes(gm, m), rsplit=best.rsplit)
-    return prog
 
 
 def _stream(gm: GroupModel, m: Machine, core: int, rows: tuple[int, int], rchunk: int, rsplit: int,

@@ -29,7 +29,7 @@ from typing import Any
 
 from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
-from ..emulator.checks import Extent, _addr_bounds
+from ..emulator.checks import EmulatorError, Extent, _addr_bounds, check_program
 from ..machine import Machine
 from ..program import Instr, Program
 from .analysis import analyse, itemsize
@@ -200,6 +200,10 @@ def _replan(p: Program, cores: int, m: Machine, note: str) -> Program | None:
     if f"{cores}x1" not in candidates:
         return None
     q = plan_group(p.kernel, m, {}, p.name, force=Division(cores))
+    try:
+        check_program(q, m, {})
+    except EmulatorError:
+        return None  # that division breaks a hardware rule for this group
     q.division["candidates"] = candidates
     q.division["aligned_with"] = note
     return q
