@@ -161,6 +161,19 @@ def plan(s: Shape, m: Machine) -> Program:
                    {}, flops=flops, compulsory_bytes=compulsory)
 
 
+def program_for(kernel: Any, m: Machine) -> Program:
+    """The program of a recorded call of this kernel (Kernel IR ``attention`` op:
+    inputs q, k, v; constant arguments causal, scale), as the device runs it."""
+    from .scheduler.analysis import itemsize
+
+    q, k = kernel.inputs[0], kernel.inputs[1]
+    b, h, lq, d = (int(x) for x in q.size)
+    s = Shape(b, h, lq, int(k.size[2]), d, itemsize(q.dtype), bool(kernel.attr("arg0", False)))
+    p = plan(s, m)
+    p.name = kernel.name
+    return p
+
+
 @functools.lru_cache(maxsize=64)
 def _analysed(s: Shape, m: Machine) -> tuple[Program, timing.Timeline, metrics.Metrics]:
     p = plan(s, m)
