@@ -103,11 +103,13 @@ def test_the_recorded_call_plans_as_the_hand_written_program() -> None:
     """The graph records the kernel as an extern call named ``attention``: planning
     it gives the kernel's own program (not a matmul of two of its operands)."""
     from spyre_adapter.backend import plan
+    from spyre_adapter.emulator import checks
     from spyre_adapter.machine import DEFAULT
 
     q, k, v = _qkv(1, 4, 256, 256, 64, torch.float16)
     _, kernels, _ = _compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
     (call,) = [kk for kk in kernels if getattr(kk, "op", "") == "attention"]
     p = plan(call, DEFAULT, {})
+    checks.check_program(p, DEFAULT, {})
     expected = attention.plan(attention.Shape(1, 4, 256, 256, 64, 2, True), DEFAULT)
     assert p.division == expected.division and p.compulsory_bytes == expected.compulsory_bytes
