@@ -185,13 +185,13 @@ RULES: tuple[Rule, ...] = (
     ),
     # ---- 2.11 -----------------------------------------------------------------
     MethodRename(
-        id="sizevars-optimization-hint", since=_r("2.11"),
+        id="sizevars-optimization-hint", since=_r("2.11"), old_removed=_r("2.12"),
         method="size_hint", new="optimization_hint", receiver="sizevars",
         note="size_hint renamed optimization_hint (old name removed in 2.12)",
         confirmed="2.11.0 torch/_inductor/sizevars.py:694 optimization_hint; 2.12.1 sizevars.py has no size_hint",
     ),
     MethodRename(
-        id="sizevars-optimization-hints", since=_r("2.11"),
+        id="sizevars-optimization-hints", since=_r("2.11"), old_removed=_r("2.12"),
         method="size_hints", new="optimization_hints", receiver="sizevars",
         note="size_hints renamed optimization_hints (old name removed in 2.12)",
         confirmed="2.11.0 torch/_inductor/sizevars.py:771; 2.12.1 sizevars.py has no size_hints",

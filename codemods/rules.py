@@ -37,12 +37,23 @@ __all__ = [
 @dataclass(frozen=True, kw_only=True)
 class Rule:
     """Common fields: a stable id, the release that introduced the new spelling,
-    a human note, and where the change was confirmed (release + file)."""
+    a human note, and where the change was confirmed (release + file).
+
+    ``old_removed``: the release whose Inductor no longer accepts the old spelling, when
+    a deprecation window kept it working for a while (default: ``since``, the old
+    spelling stopped working when the new one arrived).
+    """
 
     id: str
     since: Release
     note: str
     confirmed: str
+    old_removed: Release | None = None
+
+    def old_works_in(self, release: Release) -> bool:
+        """True when code still using the old spelling runs on ``release`` (Inductor's
+        own code of that release may still use it)."""
+        return release < (self.old_removed if self.old_removed is not None else self.since)
 
     def prefilter(self) -> tuple[tuple[str, ...], ...]:
         """Identifier groups for the text pre-filter: the rule can only fire in a
@@ -81,6 +92,9 @@ class RenameRule(Rule):
     """
 
     reexported: bool = False
+
+    def old_works_in(self, release: Release) -> bool:
+        return self.reexported or super().old_works_in(release)
 
     def rename(self, qualname: str) -> str | None:
         """The new qualified name, or ``None`` when ``qualname`` is not affected."""
