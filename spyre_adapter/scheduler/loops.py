@@ -69,6 +69,8 @@ class GroupModel:
     epc: float  # vector elements per cycle
     reducing: bool
     kinds: set[str]
+    #: streamed loads by (buffer, kernel), see :func:`_load_groups`
+    load_groups: dict[tuple[str, int], list[_Access]] = dataclasses.field(default_factory=dict)
 
 
 def _granularity(infos: list[LoopInfo], mult: list[int], rows: int, m: Machine) -> int:
@@ -122,8 +124,9 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     widths = [itemsize(b.dtype) for b in group.buffers if b.dtype not in ("int64", "int32", "bool")]
     epc = m.vector_bytes_per_cycle / max(2, min(widths) if widths else 2)
     kinds = {k for i in infos for k in i.reduction_kinds}
-    return GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos),
-                      kinds)
+    gm = GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos), kinds)
+    gm.load_groups = _load_groups(gm)  # asked for by every core of every candidate division
+    return gm
 
 
 def _row_ranges(rows: int, unit: int, cores: int) -> list[tuple[int, int]]:
@@ -187,7 +190,7 @@ def _load_groups(gm: GroupModel) -> dict[tuple[str, int], list[_Access]]:
     return groups
 
 
-def _group_bytes(gm: GroupModel, m: Machine, accs: list[_Access], rng: tuple[int, int],
+def _group_bytes(m: Machine, accs: list[_Access], rng: tuple[int, int],
                  red: tuple[int, int] | None) -> int:
     first = accs[0]
     return union_footprint(first.info, [a.acc for a in accs], rng[0], rng[1], m.stick_bytes, red)
@@ -225,9 +228,9 @@ def _core_work(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int = 
             inv[acc.buffer] = max(inv.get(acc.buffer, 0), nbytes)
         else:
             stores[acc.buffer] = stores.get(acc.buffer, 0) + nbytes
-    for key, accs in _load_groups(gm).items():
+    for key, accs in gm.load_groups.items():
         k = key[1]
-        nbytes = _group_bytes(gm, m, accs, ranges[k], reds[k])
+        nbytes = _group_bytes(m, accs, ranges[k], reds[k])
         if key in shared:
             inv[key[0]] = max(inv.get(key[0], 0), nbytes)
         else:
@@ -248,13 +251,13 @@ def _shared_loads(gm: GroupModel, m: Machine, d: Division) -> frozenset[tuple[st
         return frozenset()
     ranges = [r for r in _row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
     out = set()
-    for key, accs in _load_groups(gm).items():
+    for key, accs in gm.load_groups.items():
         k = key[1]
         info = gm.infos[k]
-        whole = _group_bytes(gm, m, accs, (0, gm.rows * gm.mult[k]), None)
+        whole = _group_bytes(m, accs, (0, gm.rows * gm.mult[k]), None)
         if whole == 0 or whole > SHARED_LX_FRACTION * m.lx_usable_bytes:
             continue
-        if all(_group_bytes(gm, m, accs, rng, _red_range(info, rc, d.rsplit)) == whole
+        if all(_group_bytes(m, accs, rng, _red_range(info, rc, d.rsplit)) == whole
                for r in ranges for rc in range(d.rsplit)
                for rng in [_kernel_ranges(gm, r, rc, d.rsplit)[k]]):
             out.add(key)
@@ -422,7 +425,7 @@ def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: 
     when it can only be bounded). Equal signatures: two cores read the same data."""
     ranges = _kernel_ranges(gm, rows, rchunk, rsplit)
     per_buffer: dict[str, list[Intervals]] = {}
-    for (buf, k), accs in _load_groups(gm).items():
+    for (buf, k), accs in gm.load_groups.items():
         if (buf, k) in shared:
             continue
         red = _red_range(gm.infos[k], rchunk, rsplit)

@@ -253,6 +253,7 @@ def _keep_buffer(programs: list[Program], i: int, buffer: str, graph_outputs: se
     if not readers:
         return []
     best: tuple[float, list[Program], dict[int, dict[int, int]], list[Decision]] | None = None
+    baseline: dict[int, float] = {}  # simulated ns of the current programs, shared by every option
     for prod in [programs[i], *_producer_options(programs, i, buffer, readers, m, extra)]:
         trial = list(programs)
         trial[i] = _clone(prod)
@@ -265,7 +266,10 @@ def _keep_buffer(programs: list[Program], i: int, buffer: str, graph_outputs: se
             continue
         changed = [i, *(j for j in range(i + 1, readers[-1] + 1) if trial[j] is not programs[j]
                         and any(d.consumer == trial[j].name for d in decisions))]
-        gain = sum(_sim_ns(programs[x], m) - _sim_ns(trial[x], m) for x in changed)
+        for x in changed:
+            if x not in baseline:
+                baseline[x] = _sim_ns(programs[x], m)
+        gain = sum(baseline[x] - _sim_ns(trial[x], m) for x in changed)
         if gain > 0 and (best is None or gain > best[0]):
             best = (gain, trial, trial_extra, decisions)
     if best is None:
