@@ -1,18 +1,26 @@
-"""Executable semantics of the Kernel IR: a vectorised reference evaluator.
+"""Executable semantics of the Kernel IR: a vectorised evaluator.
 
-:func:`run_loop_kernel` evaluates one :class:`~spyre_shims.kernel_ir.LoopKernel`
-over a *tile* (a box of its iteration space, full reduction extent) with one
-torch op per instruction on the whole tile. Affine loads and stores become
-strided views of the flat buffers (no index tensors); other indices are
-evaluated once per tile and gathered. Vendor emulators call it per tile; the
-reference backend calls it on the whole space.
+A loop kernel is evaluated over a *tile* (a box of its iteration space and of
+its reduction space) with one torch op per instruction on the whole tile.
+Where loads read and stores write is up to a :class:`TileMemory`:
+:class:`FlatMemory` reads and writes the flat host buffers (the reference
+backend); a vendor emulator supplies its own (for example operands held in a
+core's scratchpad). Tiles may be *batched*: a leading dimension stacks tiles of
+equal extents that start at different points (one per core), so many cores'
+steps run as one op.
+
+Reductions can run in two phases, as a device that spreads one reduction over
+cores does: :func:`evaluate` with ``phase="partial"`` stops at the reductions
+and returns their partial states; :func:`combine_partials` merges the states
+of several chunks; ``phase="finish"`` runs what follows the reductions.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import sympy
 import torch
@@ -21,21 +29,14 @@ from . import index as _index
 from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
-__all__ = ["Box", "compute_dtype", "run_loop_kernel", "run_kernel", "run_extern", "buffer_view", "concrete", "full_box",
-           "KernelFault"]
+__all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
+           "evaluate", "reduction_phases", "partial_dtypes", "combine_partials", "run_loop_kernel", "run_kernel",
+           "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
-#: A tile: (start, stop) per iteration dimension.
+#: A tile: (start, stop) per dimension.
 Box = tuple[tuple[int, int], ...]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
-    """A value of IR dtype ``dt``, held in its compute dtype: 16-bit floats are
-    computed in float32 and rounded only where the kernel stores them or casts
-    explicitly (Inductor's semantics, which its CPU backend shares)."""
-    cd = compute_dtype(dt)
-    return x if x.dtype == cd else x.to(cd)
 
 
 class KernelFault(RuntimeError):
@@ -45,6 +46,14 @@ class KernelFault(RuntimeError):
 def compute_dtype(dt: torch.dtype) -> torch.dtype:
     """The dtype values of IR dtype ``dt`` are computed in (float32 for 16-bit floats)."""
     return torch.float32 if dt in _LOW_PRECISION else dt
+
+
+def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """A value of IR dtype ``dt``, held in its compute dtype: 16-bit floats are
+    computed in float32 and rounded only where the kernel stores them or casts
+    explicitly (Inductor's semantics, which its CPU backend shares)."""
+    cd = compute_dtype(dt)
+    return x if x.dtype == cd else x.to(cd)
 
 
 def concrete(expr: Any, sizes: Mapping[sympy.Symbol, int]) -> int:
@@ -62,57 +71,185 @@ def full_box(kernel: LoopKernel, sizes: Mapping[sympy.Symbol, int] | None = None
     return tuple((0, concrete(r, sizes or {})) for r in kernel.ranges)
 
 
+# ------------------------------------------------------------------ tiles
+
 class _LazyIndexEnv(dict):  # type: ignore[type-arg]
     """Index-variable tensors, built on first use (affine accesses never need them)."""
 
-    def __init__(self, tile: "_Tile") -> None:
+    def __init__(self, tile: Tile, collapse_reduction: bool = False) -> None:
         super().__init__()
         self._tile = tile
+        self._collapse = collapse_reduction
 
     def __missing__(self, var: sympy.Symbol) -> Any:
         t = self._tile
+        if var not in t.vars:
+            raise KeyError(var)
         k = t.vars.index(var)
-        view = [1] * len(t.shape)
-        view[k] = t.shape[k]
-        value = torch.arange(t.starts[k], t.starts[k] + t.shape[k], dtype=torch.int64).view(view)
+        nd = len(t.ext)
+        if self._collapse and k >= t.nbox:
+            value = torch.zeros([1] * (t.lead + nd), dtype=torch.int64) + (
+                t.batch_starts[:, k].view(-1, *[1] * nd) if t.batch_starts is not None else t.starts[k])
+            self[var] = value
+            return value
+        view = [1] * nd
+        view[k] = t.ext[k]
+        ar = torch.arange(t.ext[k], dtype=torch.int64).view(view)
+        if t.batch_starts is not None:
+            value = t.batch_starts[:, k].view(-1, *[1] * nd) + ar.unsqueeze(0)
+        else:
+            value = ar + t.starts[k]
         self[var] = value
         return value
 
 
-class _Tile:
-    """Index variables of one tile, shaped to broadcast over box x reduction dims."""
+class Tile:
+    """Where one evaluation of a loop kernel runs: a box of its iteration space
+    and a box of its reduction space (default: the whole reduction extent).
 
-    def __init__(self, kernel: LoopKernel, box: Box, sizes: Mapping[sympy.Symbol, int]) -> None:
+    ``batch_starts`` (an int64 tensor ``(B, ndims)``), when given, stacks ``B``
+    tiles of the same extents starting at those points: every value then has a
+    leading dimension of ``B``. :attr:`shape` is ``[B?] + box extents +
+    reduction extents``; index variables broadcast over it.
+    """
+
+    def __init__(self, kernel: LoopKernel, box: Box, sizes: Mapping[sympy.Symbol, int] | None = None,
+                 red: Box | None = None, batch_starts: torch.Tensor | None = None) -> None:
         ivars, rvars = kernel.index_vars()
-        self.red = [concrete(r, sizes) for r in kernel.reduction_ranges]
-        self.box = box
-        self.shape = [hi - lo for lo, hi in box] + self.red
+        sizes = dict(sizes or {})
+        self.kernel = kernel
+        self.sizes = sizes
+        self.red_full = [concrete(r, sizes) for r in kernel.reduction_ranges]
+        red = red if red is not None else tuple((0, n) for n in self.red_full)
+        self.box, self.red = tuple(box), tuple(red)
+        self.nbox = len(box)
+        self.ext = [hi - lo for lo, hi in box] + [hi - lo for lo, hi in red]
         self.vars = list(ivars) + list(rvars)
-        self.starts = [lo for lo, _ in box] + [0] * len(self.red)
+        self.starts = [lo for lo, _ in box] + [lo for lo, _ in red]
+        self.batch_starts = batch_starts
+        self.lead = 1 if batch_starts is not None else 0
+        self.shape = ([int(batch_starts.shape[0])] if batch_starts is not None else []) + self.ext
         self.env: dict[sympy.Symbol, Any] = _LazyIndexEnv(self)
         self.env.update(sizes)
+        self.keep_env: dict[sympy.Symbol, Any] = _LazyIndexEnv(self, collapse_reduction=True)
+        self.keep_env.update(sizes)
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        """Points in the (unbatched) tile."""
+        return math.prod(self.ext)
+
+    def keep_shape(self) -> list[int]:
+        """The shape of reduced values: reduction dims collapsed to 1."""
+        return self.shape[:self.lead + self.nbox] + [1] * len(self.red)
+
+    def affine(self, expr: sympy.Expr) -> tuple[Any, list[int]] | None:
+        """``(offset at the tile's first point, [coeff per dim])`` when ``expr`` is
+        affine in the tile's variables (offset is a (B,) tensor for batched tiles)."""
+        aff = _affine(_bind(expr, self.sizes), tuple(self.vars))
+        if aff is None:
+            return None
+        off, coeffs = aff
+        if self.batch_starts is not None:
+            return off + (self.batch_starts * torch.tensor(coeffs, dtype=torch.int64)).sum(1), coeffs
+        return off + sum(c * s for c, s in zip(coeffs, self.starts)), coeffs
+
+    def indices(self, expr: sympy.Expr, keep: bool = False) -> torch.Tensor:
+        """``expr`` evaluated at every point of the tile (int64, broadcastable to its shape)."""
+        idx = _index.compile_index(expr)(self.keep_env if keep else self.env)
+        if not isinstance(idx, torch.Tensor):
+            idx = torch.tensor(idx, dtype=torch.int64)
+        return idx
 
 
-def _strided(flat: torch.Tensor, expr: sympy.Expr, tile: _Tile, keep: int | None = None) -> torch.Tensor | None:
-    """A strided view of ``flat`` reading ``flat[expr]`` over the tile, if ``expr`` is
-    affine with non-negative coefficients and stays in bounds; else None."""
-    aff = _index.affine(expr, tile.vars)
+@functools.lru_cache(maxsize=8192)
+def _affine(expr: sympy.Expr, variables: tuple[sympy.Symbol, ...]) -> tuple[int, list[int]] | None:
+    return _index.affine(expr, variables)
+
+
+@functools.lru_cache(maxsize=8192)
+def _bind_cached(expr: sympy.Expr, items: tuple[tuple[sympy.Symbol, int], ...]) -> sympy.Expr:
+    return expr.xreplace({s: sympy.Integer(v) for s, v in items})
+
+
+def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
+    if not sizes or not isinstance(expr, sympy.Basic):
+        return expr
+    items = tuple(sorted(((s, v) for s, v in sizes.items() if s in expr.free_symbols), key=lambda t: t[0].name))
+    return _bind_cached(expr, items) if items else expr
+
+
+def check_bounds(idx: torch.Tensor, n: int, what: str, mask: torch.Tensor | None) -> torch.Tensor:
+    """``idx`` with masked-off lanes zeroed; raises :class:`KernelFault` when a live lane is outside [0, n)."""
+    bad = (idx < 0) | (idx >= n)
+    if mask is not None:
+        bad = bad & mask.bool()
+        idx = torch.where(mask.bool(), idx, torch.zeros((), dtype=idx.dtype))
+    if bool(bad.any()):
+        raise KernelFault(f"{what}: index out of bounds for {n} elements (e.g. {int(idx[bad].flatten()[0])})")
+    return idx
+
+
+class TileMemory(Protocol):
+    """Where a tile's loads come from and its stores go."""
+
+    def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
+        """The values of ``name[index]`` over the tile (body instruction ``pos``),
+        in the buffer's dtype, broadcastable to ``tile.shape``. Lanes where
+        ``mask`` is false may index anywhere and must not fault."""
+
+    def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
+              mode: str | None) -> None:
+        """Write ``value`` (compute dtype, shaped like the tile, or like
+        ``tile.keep_shape()`` when ``reduced``) to ``name[index]``.
+        ``mode`` is ``"atomic_add"`` for accumulating stores."""
+
+
+class FlatMemory:
+    """Loads and stores on flat 1-D host tensors keyed by buffer name: affine
+    accesses are strided views (no index tensors), others are gathers."""
+
+    def __init__(self, buffers: MutableMapping[str, torch.Tensor], written: frozenset[str] = frozenset()) -> None:
+        self.buffers = buffers
+        self.written = written  # buffers the kernel also stores: loads copy instead of aliasing
+
+    def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
+        flat = self.buffers[name]
+        view = strided_view(flat, index, tile, tile.shape)
+        if view is None:
+            idx = check_bounds(tile.indices(index), flat.numel(), f"{tile.kernel.name}: load {name}", mask)
+            return flat.take(idx)
+        return view.clone() if name in self.written else view
+
+    def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
+              mode: str | None) -> None:
+        flat = self.buffers[name]
+        shape = tile.keep_shape() if reduced else list(tile.shape)
+        v = torch.as_tensor(value).to(flat.dtype).expand(tuple(shape))
+        view = None if mode == "atomic_add" else strided_view(flat, index, tile, shape)
+        if view is not None:
+            view.copy_(v)
+            return
+        idx = check_bounds(tile.indices(index, keep=reduced).expand(tuple(shape)), flat.numel(),
+                           f"{tile.kernel.name}: store {name}", None)
+        flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
+
+
+def strided_view(flat: torch.Tensor, expr: sympy.Expr, tile: Tile, shape: Sequence[int],
+                 base: int = 0) -> torch.Tensor | None:
+    """A strided view of ``flat`` reading ``flat[expr - base]`` over ``shape`` (the
+    tile's shape, or its keep shape), if ``expr`` is affine with non-negative
+    coefficients and stays in bounds; else None. Unbatched tiles only."""
+    if tile.batch_starts is not None:
+        return None
+    aff = tile.affine(expr)
     if aff is None:
         return None
-    offset, coeffs = aff
+    start, coeffs = aff
+    start -= base
     if any(c < 0 for c in coeffs):
         return None
-    shape = list(tile.shape)
-    if keep is not None:  # reduced values: reduction dims collapsed to 1
-        shape = shape[:keep] + [1] * (len(shape) - keep)
-    start = offset + sum(c * s for c, s in zip(coeffs, tile.starts))
+    shape = list(shape)
     last = start + sum(c * (n - 1) for c, n in zip(coeffs, shape) if n > 0)
     if start < 0 or last >= flat.numel() or 0 in shape:
         return None
@@ -120,50 +257,45 @@ def _strided(flat: torch.Tensor, expr: sympy.Expr, tile: _Tile, keep: int | None
     return flat.as_strided(shape, strides, flat.storage_offset() + start)
 
 
-def _gather_index(expr: sympy.Expr, tile: _Tile | _KeepTile) -> torch.Tensor:
-    idx = _index.compile_index(expr)(tile.env)
-    if not isinstance(idx, torch.Tensor):
-        idx = torch.tensor(idx, dtype=torch.int64)
-    return idx
+# ------------------------------------------------------------------ reductions
+
+def _flat(v: torch.Tensor, shape: Sequence[int], nkeep: int) -> torch.Tensor:
+    v = v.expand(tuple(shape)) if list(v.shape) != list(shape) else v
+    return v.reshape(*shape[:nkeep], -1)
 
 
-def _check_bounds(idx: torch.Tensor, n: int, what: str, mask: torch.Tensor | None) -> torch.Tensor:
-    bad = (idx < 0) | (idx >= n)
-    if mask is not None:
-        bad = bad & mask
-        idx = torch.where(mask, idx, torch.zeros((), dtype=idx.dtype))
-    if bool(bad.any()):
-        raise KernelFault(f"{what}: index out of bounds for {n} elements (e.g. {int(idx[bad].flatten()[0])})")
-    return idx
+def _keep(v: torch.Tensor, shape: Sequence[int], nkeep: int) -> torch.Tensor:
+    return v.reshape(*shape[:nkeep], *([1] * (len(shape) - nkeep)))
 
 
-def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits: int = 1,
-            round_result: bool = True) -> Any:
-    """Reduce over the trailing (reduction) dims, keeping them as size 1.
+def partial_dtypes(ins: Instr) -> tuple[torch.dtype, ...]:
+    """The dtypes of a ``reduction`` instruction's partial state (what one chunk
+    of a split reduction hands to the combine step)."""
+    dt, src, kind = torch_dtype(ins.args[0]), torch_dtype(ins.args[1]), ins.args[2]
+    if kind in ("welford_reduce", "welford_combine"):
+        return (torch.float32,) * 3
+    if kind == "online_softmax_reduce":
+        return (torch.float32,) * 2
+    if kind in ("argmax", "argmin"):
+        return compute_dtype(src), torch.int64
+    if kind == "any":
+        return (torch.bool,)
+    return (compute_dtype(dt),)
 
-    ``splits`` > 1 reduces ``splits`` contiguous chunks separately and combines
-    the partials, as a device that spreads one reduction over cores does.
-    """
-    if splits > 1 and kind != "welford_combine":
-        return _split_reduce(kind, value, ndim_box, out_dtype, splits)
 
-    def flat(v: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-        v = v.expand(tuple(shape)) if list(v.shape) != list(shape) else v
-        return v.reshape(*shape[:ndim_box], -1)
-
-    def keep(v: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-        return v.reshape(*shape[:ndim_box], *([1] * (len(shape) - ndim_box)))
-
+def _partial(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile_red: Sequence[tuple[int, int]],
+             red_full: Sequence[int]) -> tuple[torch.Tensor, ...]:
+    """The partial state of a reduction over one tile's reduction box (unrounded)."""
     if kind == "welford_combine":
-        shape = torch.broadcast_shapes(*(v.shape for v in value))  # type: ignore[no-untyped-call,unused-ignore]
-        mean, m2, w = (flat(v.float(), shape) for v in value)
+        shape = list(torch.broadcast_shapes(*(v.shape for v in value)))  # type: ignore[no-untyped-call,unused-ignore]
+        mean, m2, w = (_flat(v.float(), shape, nkeep) for v in value)
         wsum = w.sum(-1)
         safe = torch.where(wsum == 0, torch.ones_like(wsum), wsum)
         tot_mean = (w * mean).sum(-1) / safe
         tot_m2 = (m2 + w * (mean - tot_mean.unsqueeze(-1)) ** 2).sum(-1)
-        return tuple(keep(v, shape) for v in (tot_mean, tot_m2, wsum))
+        return tuple(_keep(t, shape, nkeep) for t in (tot_mean, tot_m2, wsum))
     shape = list(value.shape)
-    v = flat(value, shape)
+    v = _flat(value, shape, nkeep)
     cd = compute_dtype(out_dtype)
     if kind == "sum":
         r = v.sum(-1, dtype=cd if cd.is_floating_point else None)
@@ -173,10 +305,10 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits
         r = v.amax(-1) if v.dtype != torch.bool else v.any(-1)
     elif kind == "min":
         r = v.amin(-1) if v.dtype != torch.bool else v.all(-1)
-    elif kind == "argmax":
-        r = v.argmax(-1)
-    elif kind == "argmin":
-        r = v.argmin(-1)
+    elif kind in ("argmax", "argmin"):
+        local = v.argmax(-1) if kind == "argmax" else v.argmin(-1)
+        val = v.gather(-1, local.unsqueeze(-1)).squeeze(-1)
+        return _keep(val, shape, nkeep), _keep(_global_red_index(local, tile_red, red_full), shape, nkeep)
     elif kind == "any":
         r = v.bool().any(-1)
     elif kind == "xor_sum":
@@ -191,57 +323,254 @@ def _reduce(kind: str, value: Any, ndim_box: int, out_dtype: torch.dtype, splits
         mean = x.mean(-1)
         m2 = ((x - mean.unsqueeze(-1)) ** 2).sum(-1)
         w = torch.full_like(mean, x.shape[-1])
-        return tuple(keep(t, shape) for t in (mean, m2, w))
+        return tuple(_keep(t, shape, nkeep) for t in (mean, m2, w))
     elif kind == "online_softmax_reduce":
         x = v.float()
         m = x.amax(-1)
         finite_m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
         s = torch.exp(x - finite_m.unsqueeze(-1)).sum(-1)
-        return keep(m, shape), keep(s, shape)
+        return _keep(m, shape, nkeep), _keep(s, shape, nkeep)
     else:
         raise NotImplementedError(f"reduction type {kind!r}")
-    return keep(_round(r, out_dtype) if round_result else r.to(cd), shape)
+    return (_keep(r.to(cd) if r.dtype != cd and cd.is_floating_point else r, shape, nkeep),)
 
 
-def _split_reduce(kind: str, value: torch.Tensor, ndim_box: int, out_dtype: torch.dtype, splits: int) -> Any:
-    shape = list(value.shape)
-    flat = value.reshape(*shape[:ndim_box], -1)
-    chunks = [c for c in torch.tensor_split(flat, splits, dim=-1) if c.shape[-1] > 0]
-    parts = [_reduce(kind, c, ndim_box, out_dtype, round_result=False) for c in chunks]
-    keep = [1] * (len(shape) - ndim_box)
+def _global_red_index(local: torch.Tensor, tile_red: Sequence[tuple[int, int]], red_full: Sequence[int]) -> torch.Tensor:
+    """Flat indices within a reduction box -> flat indices in the whole reduction space."""
+    ext = [hi - lo for lo, hi in tile_red]
+    if list(ext) == list(red_full):
+        return local
+    out = torch.zeros_like(local)
+    rem = local
+    for k in range(len(ext) - 1, -1, -1):
+        coord = rem % ext[k] + tile_red[k][0]
+        rem = rem // ext[k]
+        out = out + coord * math.prod(red_full[k + 1:])
+    return out
 
-    def fix(t: torch.Tensor) -> torch.Tensor:
-        return t.reshape(*shape[:ndim_box], *keep)
 
+def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_dtype: torch.dtype,
+                     round_result: bool = True) -> Any:
+    """The final value of a reduction from the partial states of its chunks (in
+    chunk order): a tensor, or a tuple for welford / online-softmax reductions."""
     if kind in ("sum", "xor_sum", "prod", "max", "min", "any"):
         combine: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = {
             "sum": lambda a, b: a + b, "xor_sum": lambda a, b: a ^ b, "prod": lambda a, b: a * b,
             "max": torch.maximum, "min": torch.minimum, "any": torch.logical_or}[kind]
-        out = parts[0]
-        for p in parts[1:]:
-            out = combine(out, p)
-        return fix(_round(out, out_dtype))
+        out = states[0][0]
+        for p in states[1:]:
+            out = combine(out, p[0])
+        if kind == "max" and out.dtype == torch.bool or kind == "min" and out.dtype == torch.bool:
+            return out
+        return _round(out, out_dtype) if round_result else out
     if kind in ("argmax", "argmin"):
-        vals = torch.stack([_reduce("max" if kind == "argmax" else "min", c, ndim_box, c.dtype).reshape(-1)
-                            for c in chunks])
-        offs = torch.tensor([0] + [c.shape[-1] for c in chunks[:-1]]).cumsum(0)
-        idx = torch.stack([p.reshape(-1) + o for p, o in zip(parts, offs)])
-        nan = torch.isnan(vals) if vals.is_floating_point() else torch.zeros_like(vals, dtype=torch.bool)
-        key = torch.where(nan, torch.full_like(vals, float("inf") if kind == "argmax" else float("-inf")), vals) \
-            if vals.is_floating_point() else vals
-        best = (key.argmax(0) if kind == "argmax" else key.argmin(0))
-        has_nan = nan.any(0)
-        best = torch.where(has_nan, nan.int().argmax(0), best)
-        return fix(idx.gather(0, best[None])[0])
-    if kind == "welford_reduce":
-        return _reduce("welford_combine", tuple(torch.cat(ts, -1) for ts in zip(*parts)), ndim_box, out_dtype)
+        vals = torch.stack([s[0] for s in states])
+        idx = torch.stack([s[1] for s in states])
+        if vals.is_floating_point():
+            nan = torch.isnan(vals)
+            key = torch.where(nan, torch.full_like(vals, float("inf") if kind == "argmax" else float("-inf")), vals)
+        else:
+            nan = torch.zeros_like(vals, dtype=torch.bool)
+            key = vals
+        best = key.argmax(0) if kind == "argmax" else key.argmin(0)
+        best = torch.where(nan.any(0), nan.int().argmax(0), best)
+        return idx.gather(0, best.unsqueeze(0))[0]
+    if kind in ("welford_reduce", "welford_combine"):
+        if len(states) == 1:
+            return states[0]
+        mean, m2, w = (torch.cat(ts, -1) for ts in zip(*states))
+        wsum = w.sum(-1, keepdim=True)
+        safe = torch.where(wsum == 0, torch.ones_like(wsum), wsum)
+        tot_mean = (w * mean).sum(-1, keepdim=True) / safe
+        tot_m2 = (m2 + w * (mean - tot_mean) ** 2).sum(-1, keepdim=True)
+        return tot_mean, tot_m2, wsum
     if kind == "online_softmax_reduce":
-        ms = torch.cat([p[0] for p in parts], -1)
-        ss = torch.cat([p[1] for p in parts], -1)
+        if len(states) == 1:
+            return states[0]
+        ms = torch.cat([s[0] for s in states], -1)
+        ss = torch.cat([s[1] for s in states], -1)
         m = ms.amax(-1, keepdim=True)
         fm = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-        return fix(m), fix((ss * torch.exp(ms - fm)).sum(-1, keepdim=True))
+        return m, (ss * torch.exp(ms - fm)).sum(-1, keepdim=True)
     raise NotImplementedError(f"split reduction {kind!r}")
+
+
+def _final(kind: str, state: tuple[torch.Tensor, ...], out_dtype: torch.dtype) -> Any:
+    """The value of an unsplit reduction from its one partial state."""
+    if kind in ("argmax", "argmin"):
+        return state[1]
+    if kind in ("welford_reduce", "welford_combine", "online_softmax_reduce"):
+        return state
+    if state[0].dtype == torch.bool:
+        return state[0]
+    return _round(state[0], out_dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def reduction_phases(body: tuple[Instr, ...]) -> int | None:
+    """Where a reduction body splits into a partial phase and a finishing phase:
+    the position after its last ``reduction``, when nothing before it uses a
+    reduction's result and only ``getitem``/``to_dtype``/``store_reduction``
+    follow (None otherwise: the kernel cannot be split over cores)."""
+    last = max((k for k, i in enumerate(body) if i.op == "reduction"), default=None)
+    if last is None:
+        return None
+    reductions = {k for k, i in enumerate(body) if i.op == "reduction"}
+    for k, ins in enumerate(body[:last + 1]):
+        if k not in reductions and any(isinstance(a, Ref) and a.id in reductions for a in _refs(ins)):
+            return None
+    for ins in body[last + 1:]:
+        if ins.op not in ("getitem", "to_dtype", "store_reduction", "constant"):
+            return None
+    return last + 1
+
+
+def _refs(ins: Instr) -> list[Any]:
+    out: list[Any] = []
+    for a in ins.args:
+        if isinstance(a, tuple):
+            out.extend(a)
+        else:
+            out.append(a)
+    if ins.mask is not None:
+        out.append(ins.mask)
+    return out
+
+
+# ------------------------------------------------------------------ evaluation
+
+Phase = Literal["all", "partial", "finish"]
+
+
+def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = "all",
+             reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1) -> dict[int, Any]:
+    """Evaluate ``kernel``'s body over ``tile``, loading and storing through ``memory``.
+
+    ``phase="partial"`` runs up to the reductions and returns each reduction's
+    partial state by body position; ``phase="finish"`` runs the rest with
+    ``reduced`` giving each reduction's final value (see :func:`combine_partials`).
+    ``reduction_splits`` > 1 reduces that many chunks of the tile's reduction
+    extent separately and combines them (the numerics of a split reduction)."""
+    body = kernel.body
+    split_at = reduction_phases(body) if phase != "all" else None
+    if phase != "all" and split_at is None:
+        raise ValueError(f"{kernel.name}: its body cannot run in phases")
+    start = split_at if phase == "finish" else 0
+    stop = split_at if phase == "partial" else len(body)
+    nkeep = tile.lead + tile.nbox
+    vals: list[Any] = [None] * len(body)
+    partials: dict[int, Any] = {}
+    post = False  # after a reduction, values carry size-1 reduction dims
+    if phase == "finish":
+        for k, v in (reduced or {}).items():
+            vals[k] = v
+        post = True
+    if tile.numel == 0 and not kernel.reduction_ranges and phase == "all":
+        return partials
+
+    def val(a: Any) -> Any:
+        return vals[a.id] if isinstance(a, Ref) else a
+
+    for pos in range(start, stop):
+        ins = body[pos]
+        op, args = ins.op, ins.args
+        out: Any = None
+        mask = val(ins.mask) if ins.mask is not None else None
+        if op == "load":
+            v = memory.load(pos, args[0], args[1], tile, mask)
+            cd = compute_dtype(v.dtype)
+            out = v.to(cd) if v.dtype != cd else v
+        elif op in ("store", "store_reduction"):
+            mode = args[3] if len(args) > 3 else None
+            memory.store(pos, args[0], args[1], torch.as_tensor(val(args[2])), tile, op == "store_reduction", mode)
+        elif op == "constant":
+            value, dt = args
+            out = torch.tensor(value, dtype=compute_dtype(torch_dtype(dt)))
+        elif op == "index_expr":
+            expr, dt = args
+            r = _index.compile_index(expr)(tile.keep_env if post else tile.env)
+            out = torch.as_tensor(r).to(compute_dtype(torch_dtype(dt)))
+        elif op == "to_dtype":
+            x, dt = val(args[0]), torch_dtype(args[1])
+            out = torch.as_tensor(x).to(dt).to(compute_dtype(dt))  # an explicit cast rounds
+        elif op == "to_dtype_bitcast":
+            x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
+            out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))
+        elif op == "where":
+            c, a, b = (torch.as_tensor(val(x)) for x in args)
+            out = torch.where(c.bool(), a, b)
+            if a.dtype != b.dtype:
+                out = out.to(torch.promote_types(a.dtype, b.dtype))
+        elif op == "masked":
+            m, body_v, other = (torch.as_tensor(val(x)) for x in args)
+            out = torch.where(m.bool(), body_v, other.to(body_v.dtype))
+        elif op == "indirect":
+            x, size_expr, check, wrap_neg, sym = val(args[0]), args[1], args[2], args[3], args[4]
+            n = concrete(size_expr, tile.sizes)
+            idx = torch.as_tensor(x).to(torch.int64)
+            if wrap_neg:
+                idx = torch.where(idx < 0, idx + n, idx)
+            idx = check_bounds(idx, n, f"{kernel.name}: indirect index", mask) if check \
+                else idx.clamp(0, max(n - 1, 0))
+            tile.env[_index.index_symbol(sym)] = idx
+            tile.keep_env[_index.index_symbol(sym)] = idx
+            out = idx
+        elif op == "reduction":
+            dt, kind, v = torch_dtype(args[0]), args[2], args[3]
+            v = tuple(torch.as_tensor(val(x)) for x in v) if isinstance(v, tuple) else torch.as_tensor(val(v))
+            if not isinstance(v, tuple):
+                v = v.expand(tuple(tile.shape)) if list(v.shape) != tile.shape else v
+            if phase == "partial":
+                partials[pos] = _partial(kind, v, nkeep, dt, tile.red, tile.red_full)
+            elif reduction_splits > 1:
+                out = _split(kind, v, nkeep, dt, tile, reduction_splits)
+            else:
+                out = _final(kind, _partial(kind, v, nkeep, dt, tile.red, tile.red_full), dt)
+            post = True
+        elif op == "frexp":
+            out = torch.frexp(torch.as_tensor(val(args[0])))
+        elif op == "getitem":
+            out = val(args[0])[args[1]]
+        elif op == "check_bounds":
+            expr, size_expr = args[0], args[1]
+            check_bounds(tile.indices(expr), concrete(size_expr, tile.sizes), f"{kernel.name}: check_bounds", mask)
+        elif op == "device_assert":
+            cond = torch.as_tensor(val(args[0]))
+            if not bool(cond.all()):
+                raise KernelFault(f"{kernel.name}: device assert failed: {args[1]}")
+        else:
+            spec = POINTWISE.get(op)
+            if spec is None:
+                raise NotImplementedError(f"{kernel.name}: op {op!r} is not in the stable op set")
+            out = spec.fn(*[torch.as_tensor(val(x)) for x in args])
+            if ins.dtype is not None:
+                out = _round(out, torch_dtype(ins.dtype))
+        vals[pos] = out
+    return partials
+
+
+def _split(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile: Tile, splits: int) -> Any:
+    """A reduction computed in ``splits`` contiguous chunks of the flattened
+    reduction extent, combined afterwards (what a device splitting it over cores
+    computes). Chunk boundaries fall on multiples of 128 elements."""
+    if kind == "welford_combine":
+        return _final(kind, _partial(kind, value, nkeep, out_dtype, tile.red, tile.red_full), out_dtype)
+    shape = list(value.shape)
+    flat = value.reshape(*shape[:nkeep], -1)
+    n = flat.shape[-1]
+    bounds = [0] + [min(n, (n * k // splits) // 128 * 128) for k in range(1, splits)] + [n]
+    states = []
+    for a, b in zip(bounds, bounds[1:]):
+        if b <= a:
+            continue
+        chunk = flat[..., a:b]
+        st = _partial(kind, chunk, nkeep, out_dtype, ((0, b - a),), [b - a])
+        if kind in ("argmax", "argmin"):
+            st = (st[0], st[1] + a)
+        states.append(st)
+    out = combine_partials(kind, states, out_dtype)
+    return tuple(t.reshape(*shape[:nkeep], *[1] * (len(shape) - nkeep)) for t in out) if isinstance(out, tuple) \
+        else out.reshape(*shape[:nkeep], *[1] * (len(shape) - nkeep))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -261,118 +590,8 @@ def run_loop_kernel(
     computed in ``reduction_splits`` chunks combined afterwards."""
     sizes = dict(sizes or {})
     box = box if box is not None else full_box(kernel, sizes)
-    tile = _Tile(kernel, box, sizes)
-    if tile.numel == 0 and not kernel.reduction_ranges:
-        return
-    nbox = len(box)
-    written = set(kernel.writes())
-    vals: list[Any] = []
-    reduced = False  # after a reduction, values carry size-1 reduction dims
-
-    def val(a: Any) -> Any:
-        return vals[a.id] if isinstance(a, Ref) else a
-
-    for ins in kernel.body:
-        op, args = ins.op, ins.args
-        out: Any = None
-        mask = val(ins.mask) if ins.mask is not None else None
-        if op == "load":
-            name, expr = args[0], args[1]
-            flat = buffers[name]
-            view = _strided(flat, expr, tile)
-            if view is None:
-                idx = _check_bounds(_gather_index(expr, tile), flat.numel(), f"{kernel.name}: load {name}", mask)
-                view = flat.take(idx)
-            cd = compute_dtype(flat.dtype)
-            # Loaded data is used in place (a view) when no conversion is needed;
-            # copied when this kernel also stores to the buffer (in-place update).
-            out = view.to(cd) if view.dtype != cd else (view.clone() if name in written else view)
-        elif op in ("store", "store_reduction"):
-            name, expr, v = args[0], args[1], val(args[2])
-            mode = args[3] if len(args) > 3 else None
-            flat = buffers[name]
-            keep = nbox if op == "store_reduction" else None
-            shape = list(tile.shape) if keep is None else list(tile.shape[:nbox]) + [1] * len(tile.red)
-            v = torch.as_tensor(v).to(flat.dtype).expand(tuple(shape))
-            view = None if mode == "atomic_add" else _strided(flat, expr, tile, keep)
-            if view is not None:
-                view.copy_(v)
-            else:
-                ktile = tile if keep is None else _KeepTile(tile, nbox)
-                idx = _check_bounds(_gather_index(expr, ktile).expand(tuple(shape)), flat.numel(),
-                                    f"{kernel.name}: store {name}", None)
-                flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
-        elif op == "constant":
-            value, dt = args
-            out = torch.tensor(value, dtype=compute_dtype(torch_dtype(dt)))
-        elif op == "index_expr":
-            expr, dt = args
-            env_tile = tile if not reduced else _KeepTile(tile, nbox)
-            r = _index.compile_index(expr)(env_tile.env)
-            out = torch.as_tensor(r).to(compute_dtype(torch_dtype(dt)))
-        elif op == "to_dtype":
-            x, dt = val(args[0]), torch_dtype(args[1])
-            out = torch.as_tensor(x).to(dt).to(compute_dtype(dt))  # an explicit cast rounds
-        elif op == "to_dtype_bitcast":
-            x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
-            out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))
-        elif op == "where":
-            c, a, b = (torch.as_tensor(val(x)) for x in args)
-            out = torch.where(c.bool(), a, b)
-            if a.dtype != b.dtype:
-                out = out.to(torch.promote_types(a.dtype, b.dtype))
-        elif op == "masked":
-            m, body, other = (torch.as_tensor(val(x)) for x in args)
-            out = torch.where(m.bool(), body, other.to(body.dtype))
-        elif op == "indirect":
-            x, size_expr, check, wrap_neg, sym = val(args[0]), args[1], args[2], args[3], args[4]
-            n = concrete(size_expr, sizes)
-            idx = torch.as_tensor(x).to(torch.int64)
-            if wrap_neg:
-                idx = torch.where(idx < 0, idx + n, idx)
-            idx = _check_bounds(idx, n, f"{kernel.name}: indirect index", mask) if check else idx.clamp(0, max(n - 1, 0))
-            tile.env[_index.index_symbol(sym)] = idx
-            out = idx
-        elif op == "reduction":
-            dt, kind, v = args[0], args[2], args[3]
-            v = tuple(torch.as_tensor(val(x)) for x in v) if isinstance(v, tuple) else torch.as_tensor(val(v))
-            if not isinstance(v, tuple):
-                v = v.expand(tuple(tile.shape)) if list(v.shape) != tile.shape else v
-            out = _reduce(kind, v, nbox, torch_dtype(dt), reduction_splits)
-            reduced = True
-        elif op == "frexp":
-            out = torch.frexp(torch.as_tensor(val(args[0])))
-        elif op == "getitem":
-            out = val(args[0])[args[1]]
-        elif op == "check_bounds":
-            expr, size_expr = args[0], args[1]
-            _check_bounds(_gather_index(expr, tile), concrete(size_expr, sizes), f"{kernel.name}: check_bounds", mask)
-        elif op == "device_assert":
-            cond = torch.as_tensor(val(args[0]))
-            if not bool(cond.all()):
-                raise KernelFault(f"{kernel.name}: device assert failed: {args[1]}")
-        else:
-            spec = POINTWISE.get(op)
-            if spec is None:
-                raise NotImplementedError(f"{kernel.name}: op {op!r} is not in the stable op set")
-            operands = [torch.as_tensor(val(x)) for x in args]
-            out = spec.fn(*operands)
-            if ins.dtype is not None:
-                out = _round(out, torch_dtype(ins.dtype))
-        vals.append(out)
-
-
-class _KeepTile:
-    """The tile seen by values after a reduction: reduction dims collapsed to 1."""
-
-    def __init__(self, tile: _Tile, nbox: int) -> None:
-        self.env = _LazyIndexEnv(tile)
-        self.env.update({k: v for k, v in dict.items(tile.env)})
-        for var in tile.vars[nbox:]:
-            self.env[var] = torch.zeros([1] * len(tile.shape), dtype=torch.int64)
-        self.vars = tile.vars
-        self.starts = tile.starts
-        self.shape = list(tile.shape[:nbox]) + [1] * (len(tile.shape) - nbox)
+    tile = Tile(kernel, box, sizes)
+    evaluate(kernel, FlatMemory(buffers, frozenset(kernel.writes())), tile, reduction_splits=reduction_splits)
 
 
 # ------------------------------------------------------------------ whole kernels
