@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["KernelSpec", "register_kernel", "registered_kernels", "NAMESPACE"]
+__all__ = ["KernelSpec", "register_kernel", "registered_kernels", "constant_arg_names", "NAMESPACE"]
 
 #: The torch.library namespace of hand-written kernels (``torch.ops.shim_kernels``).
 NAMESPACE = "shim_kernels"
@@ -96,3 +96,18 @@ def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], sch
 def registered_kernels() -> dict[str, KernelSpec]:
     """Hand-written kernels by name."""
     return dict(_KERNELS)
+
+
+def constant_arg_names(name: str) -> tuple[str, ...]:
+    """The names of a registered kernel's non-tensor arguments, in schema order
+    (how a recorded call names its scalar attributes)."""
+    spec = _KERNELS.get(name)
+    if spec is None:
+        return ()
+    args = spec.schema.strip()[1:].split(")")[0]
+    out = []
+    for part in args.split(","):
+        words = part.strip().split()
+        if len(words) >= 2 and not words[0].startswith("Tensor"):
+            out.append(words[1].split("=")[0])
+    return tuple(out)

@@ -30,7 +30,7 @@ from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
 __all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
-           "evaluate", "reduction_phases", "partial_dtypes", "combine_partials", "run_loop_kernel", "run_kernel",
+           "evaluate", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
            "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
 #: A tile: (start, stop) per dimension.
@@ -349,10 +349,11 @@ def _global_red_index(local: torch.Tensor, tile_red: Sequence[tuple[int, int]], 
     return out
 
 
-def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_dtype: torch.dtype,
-                     round_result: bool = True) -> Any:
-    """The final value of a reduction from the partial states of its chunks (in
-    chunk order): a tensor, or a tuple for welford / online-softmax reductions."""
+def merge_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]]) -> tuple[torch.Tensor, ...]:
+    """The partial state of several chunks together (in chunk order): a state
+    of the same form, which can be merged again or finished."""
+    if len(states) == 1:
+        return tuple(states[0])
     if kind in ("sum", "xor_sum", "prod", "max", "min", "any"):
         combine: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = {
             "sum": lambda a, b: a + b, "xor_sum": lambda a, b: a ^ b, "prod": lambda a, b: a * b,
@@ -360,9 +361,7 @@ def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_
         out = states[0][0]
         for p in states[1:]:
             out = combine(out, p[0])
-        if kind == "max" and out.dtype == torch.bool or kind == "min" and out.dtype == torch.bool:
-            return out
-        return _round(out, out_dtype) if round_result else out
+        return (out,)
     if kind in ("argmax", "argmin"):
         vals = torch.stack([s[0] for s in states])
         idx = torch.stack([s[1] for s in states])
@@ -373,11 +372,9 @@ def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_
             nan = torch.zeros_like(vals, dtype=torch.bool)
             key = vals
         best = key.argmax(0) if kind == "argmax" else key.argmin(0)
-        best = torch.where(nan.any(0), nan.int().argmax(0), best)
-        return idx.gather(0, best.unsqueeze(0))[0]
+        best = torch.where(nan.any(0), nan.int().argmax(0), best).unsqueeze(0)
+        return vals.gather(0, best)[0], idx.gather(0, best)[0]
     if kind in ("welford_reduce", "welford_combine"):
-        if len(states) == 1:
-            return states[0]
         mean, m2, w = (torch.cat(ts, -1) for ts in zip(*states))
         wsum = w.sum(-1, keepdim=True)
         safe = torch.where(wsum == 0, torch.ones_like(wsum), wsum)
@@ -385,14 +382,27 @@ def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_
         tot_m2 = (m2 + w * (mean - tot_mean) ** 2).sum(-1, keepdim=True)
         return tot_mean, tot_m2, wsum
     if kind == "online_softmax_reduce":
-        if len(states) == 1:
-            return states[0]
         ms = torch.cat([s[0] for s in states], -1)
         ss = torch.cat([s[1] for s in states], -1)
         m = ms.amax(-1, keepdim=True)
         fm = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
         return m, (ss * torch.exp(ms - fm)).sum(-1, keepdim=True)
     raise NotImplementedError(f"split reduction {kind!r}")
+
+
+def combine_partials(kind: str, states: Sequence[tuple[torch.Tensor, ...]], out_dtype: torch.dtype,
+                     round_result: bool = True) -> Any:
+    """The final value of a reduction from the partial states of its chunks (in
+    chunk order): a tensor, or a tuple for welford / online-softmax reductions."""
+    state = merge_partials(kind, states)
+    if kind in ("argmax", "argmin"):
+        return state[1]
+    if kind in ("welford_reduce", "welford_combine", "online_softmax_reduce"):
+        return state
+    out = state[0]
+    if out.dtype == torch.bool or not round_result:
+        return out
+    return _round(out, out_dtype)
 
 
 def _final(kind: str, state: tuple[torch.Tensor, ...], out_dtype: torch.dtype) -> Any:
@@ -443,14 +453,17 @@ Phase = Literal["all", "partial", "finish"]
 
 
 def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = "all",
-             reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1) -> dict[int, Any]:
+             reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1,
+             only: frozenset[int] | None = None) -> dict[int, Any]:
     """Evaluate ``kernel``'s body over ``tile``, loading and storing through ``memory``.
 
     ``phase="partial"`` runs up to the reductions and returns each reduction's
     partial state by body position; ``phase="finish"`` runs the rest with
     ``reduced`` giving each reduction's final value (see :func:`combine_partials`).
     ``reduction_splits`` > 1 reduces that many chunks of the tile's reduction
-    extent separately and combines them (the numerics of a split reduction)."""
+    extent separately and combines them (the numerics of a split reduction).
+    ``only`` restricts evaluation to those body positions (an address generator
+    evaluating just what an irregular access's index depends on)."""
     body = kernel.body
     split_at = reduction_phases(body) if phase != "all" else None
     if phase != "all" and split_at is None:
@@ -472,6 +485,8 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
         return vals[a.id] if isinstance(a, Ref) else a
 
     for pos in range(start, stop):
+        if only is not None and pos not in only:
+            continue
         ins = body[pos]
         op, args = ins.op, ins.args
         out: Any = None
@@ -482,7 +497,9 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
             out = v.to(cd) if v.dtype != cd else v
         elif op in ("store", "store_reduction"):
             mode = args[3] if len(args) > 3 else None
-            memory.store(pos, args[0], args[1], torch.as_tensor(val(args[2])), tile, op == "store_reduction", mode)
+            value = val(args[2])  # None only when ``only`` skipped it (an address generator)
+            memory.store(pos, args[0], args[1], torch.as_tensor(value) if value is not None else torch.zeros(()),
+                         tile, op == "store_reduction", mode)
         elif op == "constant":
             value, dt = args
             out = torch.tensor(value, dtype=compute_dtype(torch_dtype(dt)))

@@ -1,14 +1,14 @@
 """The Spyre backend: the stable API's :class:`~spyre_shims.backend.Backend`
-implemented with the scheduler, the program format and the emulator."""
+implemented with the scheduler (programs), the emulator (executing them) and
+the device context (machine, card, report)."""
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import hashlib
 import json
-import os
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +19,20 @@ from spyre_shims.backend import Backend, DeviceProperties, FusionCandidate, Laun
 from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.ops import POINTWISE
 
+from . import attention
+from .context import current, current_machine, set_machine, use_machine
 from .emulator.executable import Executable
 from .machine import Machine
-from .program import Program, program_to_json
-from .report import REPORT
-from .scheduler.loops import plan_group
-from .scheduler.matmul import plan_matmul
+from .model.program import Program
+from .model.rules import EmulatorError
+from .scheduler.loops import SchedulingError, plan_group
+from .scheduler.lx_alloc import LxFull
+from .scheduler.matmul import MatmulUnplannable, plan_matmul
 from .scheduler.residency import plan_residency
 from .scheduler.residency import summary as residency_summary
+
+__all__ = ["SpyreBackend", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
+           "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES"]
 
 #: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
 #: run on the host reference evaluator (with a fallback warning).
@@ -38,46 +44,54 @@ UNSUPPORTED_OPS = frozenset({
      "ndtri", "log_ndtr", "polygamma", "digamma", "lgamma", "nextafter"})
 #: dtypes the card computes in (no 64-bit floating point, no complex).
 UNSUPPORTED_DTYPES = frozenset({"float64", "complex64", "complex128"})
+#: dtypes the PE arrays multiply (16-bit floats natively, fp32 emulated).
+PE_DTYPES = frozenset({"float16", "bfloat16", "float32"})
 
-_machine = Machine.from_spec(os.environ.get("SPYRE_MACHINE"))
-
-
-def current_machine() -> Machine:
-    """The machine kernels are planned for and emulated on."""
-    return _machine
+Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], Program]
 
 
-@contextlib.contextmanager
-def use_machine(m: Machine) -> Iterator[Machine]:
-    """Plan and emulate on ``m`` inside the block (what-if studies)."""
-    global _machine
-    old, _machine = _machine, m
-    try:
-        yield m
-    finally:
-        _machine = old
-
-
-def set_machine(m: Machine) -> None:
-    """Plan and emulate on ``m`` from now on."""
-    global _machine
-    _machine = m
-
-
-def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    """The Spyre program for one kernel."""
-    if isinstance(kernel, kir.ExternKernel):
-        if kernel.op == "attention":  # the hand-written kernel's own program
-            from .attention import program_for
-
-            return program_for(kernel, m)
-        return plan_matmul(kernel, m, sizes, kernel.name)
+def _plan_loops(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
     return plan_group(kernel, m, sizes, kernel.name)
 
 
-#: A kernel the residency planner cannot see into (a hand-written kernel, a
-#: program planned at run time): nothing stays in LX across it.
-_BREAK = Program("opaque", "opaque", None, [], {}, {})
+def _plan_matmul(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    return plan_matmul(kernel, m, sizes, kernel.name)
+
+
+def _plan_attention(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    return attention.program_for(kernel, m)
+
+
+#: Kernel kind -> planner. A kind is "loops" for a fused loop-kernel group, or
+#: an extern kernel's op (``mm``... or a hand-written kernel's name).
+PLANNERS: dict[str, Planner] = {
+    "loops": _plan_loops,
+    "mm": _plan_matmul, "bmm": _plan_matmul, "addmm": _plan_matmul, "baddbmm": _plan_matmul,
+    "attention": _plan_attention,
+}
+
+
+def kind_of(kernel: kir.Kernel) -> str:
+    """The planner table's key for a kernel."""
+    return "loops" if isinstance(kernel, kir.KernelGroup) else kernel.op
+
+
+def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    """The Spyre program for one kernel (cached by kernel signature, machine and sizes)."""
+    kind = kind_of(kernel)
+    planner = PLANNERS.get(kind)
+    if planner is None:
+        raise UnsupportedKernelError(f"kernel kind {kind}", kernel.name, "no Spyre planner")
+    cache = current().programs
+    key = cache.key(kernel, m, dict(sizes), kind)
+    p = cache.get(key)
+    if p is None:
+        try:
+            p = planner(kernel, m, sizes)
+        except (SchedulingError, MatmulUnplannable, LxFull, EmulatorError) as exc:
+            raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
+        cache.put(key, p)
+    return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name)
 
 
 def _check_supported(kernel: kir.Kernel) -> None:
@@ -85,6 +99,10 @@ def _check_supported(kernel: kir.Kernel) -> None:
         bad = [b.dtype for b in kernel.buffers if b.dtype in UNSUPPORTED_DTYPES]
         if bad:
             raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"{kernel.op} in {bad[0]}")
+        if kernel.op in ("mm", "bmm", "addmm", "baddbmm"):
+            bad = [b.dtype for b in kernel.buffers if b.dtype not in PE_DTYPES]
+            if bad:
+                raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"the PE arrays do not multiply {bad[0]}")
         return
     for lk in kernel.kernels:
         for ins in lk.body:
@@ -100,17 +118,22 @@ class SpyreBackend(Backend):
     device = "spyre"
     features = frozenset({"reduce_to_single_element"})
 
-    def compile(self, kernel: kir.Kernel) -> str:
-        _check_supported(kernel)
-        m = current_machine()
-        program = None if kernel.symbols else program_to_json(plan(kernel, m, {}))
-        return json.dumps({"ir": kir.to_json(kernel), "program": program, "machine": m.to_dict()})
-
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()
 
+    def compile(self, kernel: kir.Kernel) -> str:
+        _check_supported(kernel)
+        m = current_machine()
+        if not kernel.symbols:
+            plan(kernel, m, {})  # planned now: a kernel no program fits falls back at compile time
+        return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
+
     def load(self, payload: str) -> Launch:
-        exe = Executable(payload, plan)
+        data = json.loads(payload)
+        kernel = kir.from_json(data["ir"])
+        m = Machine(**data["machine"])
+        ctx = current()
+        exe = Executable(kernel, m, plan, ctx.card, ctx.report)
         self._loaded[exe.name] = exe
         return exe
 
@@ -123,22 +146,18 @@ class SpyreBackend(Backend):
 
     def on_graph(self, graph: kir.GraphIR) -> None:
         """Record the graph and plan LX residency across its kernels."""
-        REPORT.add_graph(graph)
+        ctx = current()
+        ctx.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
-        chain = [p if p is not None else _BREAK for p in programs]
         outputs = set(dict(graph.meta).get("outputs", ()))
-        # Every kernel's reads, also those of kernels the planner cannot see into:
-        # a store they depend on must not be elided.
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
-        decisions = plan_residency(chain, outputs, current_machine(), reads)
-        for e, before, after in zip(exes, programs, chain):
-            if e is not None:
-                if before is not None and after is not before:
-                    e.replace_program(after)  # re-divided to line up with its producer
-                e.invalidate()
-        REPORT.add_residency(graph.name, residency_summary(decisions))
+        new, decisions = plan_residency(programs, outputs, ctx.machine, reads)
+        for e, before, after in zip(exes, programs, new):
+            if e is not None and before is not None and after is not before:
+                e.replace_program(after)
+        ctx.report.add_residency(graph.name, residency_summary(decisions))
 
     def cache_key(self) -> str:
         h = hashlib.sha256()

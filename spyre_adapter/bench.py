@@ -32,9 +32,13 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from . import models
-from .backend import plan, use_machine
-from .emulator import checks, metrics, timing
+from .backend import plan
+from .context import current, use_machine
+from .emulator import metrics
 from .machine import DEFAULT, Machine
+from .model import timing
+from .model.rules import EmulatorError, static_check
+from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
 from .console import make_console
@@ -72,14 +76,18 @@ def gemm_kernel(name: str, m: int, n: int, k: int) -> kir.ExternKernel:
 # ------------------------------------------------------------------ one kernel
 
 def _measure(kernel: kir.Kernel, m: Machine, program: Any = None) -> tuple[metrics.Metrics, str | None]:
-    """Metrics of a kernel's program on ``m``, and the hardware-check error, if any."""
+    """Metrics of a kernel's program on ``m`` (simulated; compulsory bytes from the
+    kernel's reference semantics), and the hardware-rule error, if any."""
     p = program if program is not None else plan(kernel, m, {})
     error = None
+    peaks: dict[int, int] = {}
     try:
-        checks.check_program(p, m, {})
-    except checks.EmulatorError as exc:
+        peaks = static_check(p, m, {b.name: int(b.storage_numel) for b in kernel.buffers} |
+                             {n: k for n, _, k in p.workspace})
+    except EmulatorError as exc:
         error = str(exc)
-    return metrics.compute(p, timing.simulate(p, m), m), error
+    comp = compulsory_bytes(kernel, None, {})
+    return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0)), error
 
 
 def _naive(kernel: kir.Kernel, m: Machine) -> Any:
@@ -101,7 +109,7 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine) -> dict[
            "eta_sustained": main.eta_sustained, "eta_datasheet": main.eta_datasheet, "eta_dram": main.eta_dram,
            "rho": main.rho, "core_balance": main.core_balance, "lx_peak": main.lx_peak, "cores": main.cores_used,
            "dram_bytes": main.dram_bytes, "compulsory_bytes": main.compulsory_bytes, "flops": main.flops,
-           "division": main.division, "check_error": error}
+           "plan": main.plan, "check_error": error}
     # Baselines are measured against the whole card's roofline, like the plan.
     for key, b in (("single_core", one), ("even_split", even)):
         row[key] = {"modeled_ns": b.modeled_ns, "eta_sustained": main.bound_sustained_ns / b.modeled_ns,
@@ -230,8 +238,7 @@ def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
     """The hand-written attention kernel against the generic path (matmul,
     softmax, matmul through DRAM), both compiled and run in this run."""
     from . import attention
-    from .report import REPORT
-
+    report = current().report
     rows = []
     gen = torch.Generator().manual_seed(0)
     for b, h, lq, lk, d, causal in ATTENTION[1:] if quick else ATTENTION:
@@ -241,11 +248,11 @@ def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
         expected = attention.reference(q, k, v, causal, 1.0 / math.sqrt(d)).float()
         for mode in ("handwritten", "generic"):
             reset_compiled()
-            REPORT.reset()
+            report.reset()
             ctx = attention.generic_path() if mode == "generic" else contextlib.nullcontext()
             with ctx:
                 out = torch.compile(lambda *a: fn(*a), dynamic=False)(q.to("spyre"), k.to("spyre"), v.to("spyre"))
-            times[mode] = REPORT.clock_ns
+            times[mode] = report.clock_ns
             errors[mode] = float((out.cpu().float() - expected).abs().max())
         rows.append({"shape": [b, h, lq, lk, d], "causal": causal, "handwritten_ns": times["handwritten"],
                      "generic_ns": times["generic"], "gain": times["generic"] / times["handwritten"],
@@ -272,11 +279,11 @@ def calibration(m: Machine) -> list[dict[str, Any]]:
     read = [k for k in _compiled_kernels(lambda x: x.float().sum(-1), [big]) if isinstance(k, kir.KernelGroup)][0]
     p = plan(read, m, {})
     rows.append({"name": "DRAM read: row sums of a 4096x4096 fp16 tensor, 32 cores", "unit": "GB/s",
-                 "measured": 150.0, "model": p.compulsory_bytes / timing.simulate(p, m).total_ns})
+                 "measured": 150.0, "model": compulsory_bytes(read, None, {}) / timing.simulate(p, m).total_ns})
     copy = [k for k in _compiled_kernels(lambda x: x * 2, [big]) if isinstance(k, kir.KernelGroup)][0]
     p = plan(copy, m, {})
     rows.append({"name": "DRAM mixed read/write: x*2 on a 4096x4096 fp16 tensor, 32 cores", "unit": "GB/s",
-                 "measured": 105.0, "model": p.compulsory_bytes / timing.simulate(p, m).total_ns})
+                 "measured": 105.0, "model": compulsory_bytes(copy, None, {}) / timing.simulate(p, m).total_ns})
     for r in rows:
         r["error"] = (r["model"] - r["measured"]) / r["measured"]
     return rows
@@ -344,14 +351,14 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
 def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
     console = console or make_console()
     table = Table(title="GEMMs (eta vs the sustained roof; baselines in the same run)")
-    for col in ("gemm", "M x N x K", "us", "eta", "eta 1 core", "eta even split", "rho", "division"):
+    for col in ("gemm", "M x N x K", "us", "eta", "eta 1 core", "eta even split", "rho", "plan"):
         table.add_column(col)
     for r in doc["kernels"]:
         if r["source"] == "gemm":
             table.add_row(r["name"], "x".join(map(str, r["shape"])), f"{r['modeled_ns'] / 1e3:.0f}",
                           f"{r['eta_sustained']:.3f}", f"{r['single_core']['eta_sustained']:.3f}",
                           f"{r['even_split']['eta_sustained']:.3f}", f"{r['rho']:.2f}",
-                          f"{r['division'].get('grid')} {r['division'].get('order')} {r['division'].get('tile')}")
+                          f"{r['plan'].get('grid')} {r['plan'].get('order')} {r['plan'].get('tile')}")
     console.print(table)
     table = Table(title="chains (loop kernels)")
     for col in ("kernel", "us", "eta dram", "rho", "cores", "eta even split", "rho even split"):

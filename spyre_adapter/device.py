@@ -33,14 +33,14 @@ class _SpyreModule:
     @staticmethod
     def report() -> Any:
         """The emulator's report of everything run so far."""
-        from .report import REPORT
+        from .context import current
 
-        return REPORT
+        return current().report
 
     @staticmethod
     def machine() -> Any:
         """The machine model kernels are planned for."""
-        from .backend import current_machine
+        from .context import current_machine
 
         return current_machine()
 

@@ -1,5 +1,5 @@
 """What the emulated device did: kernels launched, modeled time, traffic,
-fallbacks. One report per process (``torch.spyre.report()``)."""
+fallbacks. The device context holds one (``torch.spyre.report()``)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from typing import Any
 from spyre_shims.kernel_ir import GraphIR
 
 from .emulator.metrics import Metrics
-from .emulator.timing import Timeline
+from .model.timing import Timeline
 
 
 @dataclasses.dataclass
-class Launch:
+class LaunchRecord:
+    """One kernel launch as the report keeps it."""
+
     name: str
     start_ns: float
     metrics: Metrics
@@ -39,7 +41,7 @@ class DeviceReport:
     def reset(self) -> None:
         """Forget everything recorded so far."""
         with self._lock:
-            self.launches: deque[Launch] = deque(maxlen=RECENT_LAUNCHES)
+            self.launches: deque[LaunchRecord] = deque(maxlen=RECENT_LAUNCHES)
             self.graphs: list[GraphIR] = []
             self.clock_ns = 0.0
             self.launch_count = 0
@@ -49,7 +51,7 @@ class DeviceReport:
 
     def record(self, name: str, metrics: Metrics, timeline: Timeline) -> None:
         with self._lock:
-            self.launches.append(Launch(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
+            self.launches.append(LaunchRecord(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
             self.clock_ns += metrics.modeled_ns
             self.launch_count += 1
             m = metrics
@@ -57,7 +59,7 @@ class DeviceReport:
                                                   "dram_bytes": 0, "compulsory_bytes": 0, "cores": m.cores_used,
                                                   "eta_sustained": m.eta_sustained, "rho": m.rho,
                                                   "core_balance": m.core_balance, "lx_peak": m.lx_peak,
-                                                  "division": m.division})
+                                                  "plan": m.plan})
             row["launches"] += 1
             row["modeled_ns"] += m.modeled_ns
             row["dram_bytes"] += m.dram_bytes
@@ -125,5 +127,3 @@ class DeviceReport:
         chosen = list(self.launches if launches is None else launches)
         write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None])
 
-
-REPORT = DeviceReport()

@@ -18,9 +18,9 @@ from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import eager_op_counts
 
 from . import models
-from .backend import set_machine
+from .context import set_machine
 from .machine import Machine
-from .report import REPORT
+from .context import current
 from .console import make_console
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -53,8 +53,9 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
         expected = model(x)
     eager_s = time.perf_counter() - t0
 
-    REPORT.reset()
-    REPORT.keep_timelines = opts.trace is not None
+    report = current().report
+    report.reset()
+    report.keep_timelines = opts.trace is not None
     dev_model = model.to("spyre")
     compiled = torch.compile(dev_model, dynamic=False)
     eager_before = sum(eager_op_counts().values())
@@ -65,10 +66,10 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
             out = compiled(x.to("spyre"))
         first_s = time.perf_counter() - t0
     # The report of one run (the first); the steady run below only measures wall time.
-    summary = REPORT.summary()
-    per_kernel = sorted(REPORT.per_kernel(), key=lambda r: -r["modeled_ns"])
-    first_launches = list(REPORT.launches)
-    REPORT.keep_timelines = False
+    summary = report.summary()
+    per_kernel = sorted(report.per_kernel(), key=lambda r: -r["modeled_ns"])
+    first_launches = list(report.launches)
+    report.keep_timelines = False
     t0 = time.perf_counter()
     with torch.no_grad():
         compiled(x.to("spyre"))
@@ -87,7 +88,7 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
         "device": summary, "kernels": per_kernel,
     }
     if opts.trace:
-        REPORT.write_trace(opts.trace, first_launches)
+        report.write_trace(opts.trace, first_launches)
     return result
 
 
@@ -114,14 +115,24 @@ def print_result(result: dict[str, Any], top: int, console: Console | None = Non
     for col in ("kernel", "kind", "time us", "cores", "division", "eta", "rho", "balance", "LX peak KiB"):
         table.add_column(col, justify="right" if col not in ("kernel", "kind", "division") else "left")
     for row in result["kernels"][:top]:
-        div = row["division"]
-        desc = div.get("grid") or f"{div.get('row_cores', div.get('cores'))} row-cores x {div.get('rsplit', 1)}"
-        if div.get("tile"):
-            desc += f" tile {div['tile']}"
+        desc = plan_summary(row["plan"])
         table.add_row(row["name"], row["kind"], f"{row['modeled_ns'] / 1e3 / max(row['launches'], 1):.2f}",
                       str(row["cores"]), desc, f"{row['eta_sustained']:.2f}", f"{row['rho']:.2f}",
                       f"{row['core_balance']:.2f}", f"{row['lx_peak'] / 1024:.0f}")
     console.print(table)
+
+
+def plan_summary(plan: dict[str, Any]) -> str:
+    """A program's work division in a few words."""
+    if "grid" in plan and "order" in plan:
+        b, m_, n, k = plan["grid"]
+        return f"grid b{b} m{m_} n{n} k{k}, tile {'x'.join(map(str, plan['tile']))}, order {plan['order']}"
+    if "block_q" in plan:
+        return f"{plan['units']} query blocks of {plan['block_q']}, key blocks of {plan['block_kv']}"
+    desc = f"{plan.get('row_cores')} row-cores x {plan.get('rsplit', 1)}"
+    if plan.get("workspace"):
+        desc += " in phases"
+    return desc
 
 
 def main_run(opts: RunOptions) -> int:

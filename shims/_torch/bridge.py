@@ -21,6 +21,7 @@ import sympy
 from .. import kernel_ir as kir
 from ..backend import Backend, FusionCandidate, get_backend
 from ..errors import UnsupportedKernelError
+from .. import kernels
 from ..kernels import NAMESPACE
 from . import capture
 from . import inductor as ind
@@ -103,8 +104,9 @@ def record_custom_kernel(wrapper: Any, device: str, node: Any, op: str) -> None:
         except TypeError:
             continue
         inputs.append(capture.buffer_spec(ind.real_name(name), layout, "input"))
-    scalars = tuple((f"arg{k}", v) for k, v in enumerate(getattr(node, "constant_args", ()))
-                    if isinstance(v, (bool, int, float)))
+    values = [v for v in getattr(node, "constant_args", ()) if isinstance(v, (bool, int, float))]
+    names = kernels.constant_arg_names(op.split(".")[1])
+    scalars = tuple((names[k] if k < len(names) else f"arg{k}", v) for k, v in enumerate(values))
     name = _kernel_name(wrapper, device)
     out = kir.BufferSpec(node.get_name(), inputs[0].dtype if inputs else "float32", (), ())
     _graph_state(wrapper, device)["kernels"].append(

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .timing import Timeline
+from ..model.timing import Timeline
 
-_TID = {"dma_in": 0, "dma_out": 1, "ring": 2, "compute": 3, "sync": 4}
+_TID = {"dma_in": 0, "dma_out": 1, "ring_tx": 2, "ring_rx": 3, "vec": 4, "pe": 5, "sync": 6}
 
 
 def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[str, Any]]:
@@ -22,9 +22,9 @@ def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[s
                     "cat": "kernel"})
         for e in tl.events:
             cores.add(e.core)
-            args = {"bytes": e.bytes, "tile": e.tile} if e.bytes else {"tile": e.tile}
-            out.append({"name": f"{e.op} {e.buffer}".strip(), "ph": "X", "pid": e.core + 1,
-                        "tid": _TID.get(e.engine, 4), "ts": (start + e.start) / 1e3,
+            args = {"bytes": e.bytes, "step": e.index} if e.bytes else {"step": e.index}
+            out.append({"name": e.op, "ph": "X", "pid": e.core + 1,
+                        "tid": _TID.get(e.engine, 6), "ts": (start + e.start) / 1e3,
                         "dur": max(e.end - e.start, 1e-3) / 1e3, "cat": e.engine, "args": args})
     out.append({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "kernels"}})
     for c in sorted(cores):

@@ -23,7 +23,12 @@ import torch
 from spyre_shims.kernel_ir import KernelGroup
 
 from ..machine import Machine
-from ..program import CoreStream, Instr, Program
+from ..model.program import Candidate, Program
+from ..model.rules import EmulatorError, static_check
+from ..model.program import Resident
+from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build
+from .lx_alloc import LxFull
+from spyre_shims.reference import concrete
 from .analysis import (Intervals, LoopInfo, access_footprint, analyse, itemsize, merged, stick_intervals,
                        union_bytes, union_footprint)
 
@@ -341,84 +346,6 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
     return best, costs
 
 
-def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-               force: Division | None = None, lx_planning: bool = True) -> Program:
-    """Schedule a loop-kernel group onto the card (``force``: a fixed division
-    instead of the cheapest; ``lx_planning``: see :func:`model_group`).
-
-    Divisions are tried cheapest first; one whose shares break a hardware rule
-    the estimate does not see (a strided store whose core shares do not start on
-    whole sticks) is passed over for the next."""
-    from ..emulator.checks import EmulatorError, check_program
-
-    gm = model_group(group, m, sizes, lx_planning)
-    if gm.rows == 0:
-        return Program(name, "loop", group, [], {"cores": 0}, {str(k): v for k, v in sizes.items()})
-    costs = {force: _estimate(gm, m, force)} if force is not None else choose(gm, m)[1]
-    order = sorted(costs, key=lambda d: (costs[d], d.used))
-    for n, d in enumerate(order):
-        prog = _program(gm, m, d, name, sizes, costs)
-        if d.used == 1 or n == len(order) - 1:
-            return prog
-        try:
-            check_program(prog, m, sizes)
-        except EmulatorError as exc:
-            if exc.kind == "LX capacity exceeded":
-                return prog  # not the division's fault: the emulator reports it at launch
-            continue
-        return prog
-    raise AssertionError("unreachable: the last division is returned")
-
-
-def _program(gm: GroupModel, m: Machine, best: Division, name: str, sizes: Mapping[sympy.Symbol, int],
-             costs: Mapping[Division, float]) -> Program:
-    ranges = _row_ranges(gm.rows, gm.unit, best.cores)
-    streams: list[CoreStream] = []
-    core = 0
-    shared = _shared_loads(gm, m, best)
-    for rr in ranges:
-        for rc in range(best.rsplit):
-            streams.append(_stream(gm, m, core, rr, rc, best.rsplit, shared))
-            core += 1
-    _share_duplicate_loads(streams, _duplicate_reads(gm, m, best, shared))
-    if best.rsplit > 1:
-        _combine_partials(streams, gm, m, best)
-    if best.used > 1:
-        for s in streams:
-            if s.instrs:
-                s.instrs.append(Instr("barrier", note="end of kernel"))
-    division = {"cores": best.used, "row_cores": best.cores, "rsplit": best.rsplit, "rows": gm.rows,
-                "unit_rows": gm.unit, "candidates": {f"{d.cores}x{d.rsplit}": round(c) for d, c in costs.items()}}
-    return Program(name, "loop", gm.group, streams, division, {str(k): v for k, v in sizes.items()},
-                   flops=_vector_ops(gm), compulsory_bytes=compulsory_bytes(gm, m), rsplit=best.rsplit)
-
-
-def _stream(gm: GroupModel, m: Machine, core: int, rows: tuple[int, int], rchunk: int, rsplit: int,
-            shared: frozenset[tuple[str, int]] = frozenset()) -> CoreStream:
-    w = _core_work(gm, m, rows, rchunk, rsplit, shared)
-    ranges = _kernel_ranges(gm, rows, rchunk, rsplit)
-    stream = CoreStream(core, [], ranges=ranges, rchunk=(rchunk, rsplit))
-    if rows[0] >= rows[1]:
-        return stream
-    tiles, peak = _tiles(w, m)
-    stream.lx_peak = peak
-    ins = stream.instrs
-    for buf, nbytes in w.inv_bytes.items():
-        owner = core == 0
-        if owner or rsplit * len(gm.infos) == 0:
-            ins.append(Instr("dma_in", buf, nbytes, note="operand every core needs whole, broadcast on the ring"))
-        else:
-            ins.append(Instr("ring", buf, nbytes, peer=0, note="shared operand from core 0"))
-    for t in range(tiles):
-        for buf, nbytes in w.loads.items():
-            ins.append(Instr("dma_in", buf, _share(nbytes, tiles, t), tile=t))
-        ins.append(Instr("vec", "", 0, w.cycles / tiles, tile=t,
-                         note=f"{len(gm.infos)} loop kernel(s), rows {rows[0]}:{rows[1]}"))
-        for buf, nbytes in w.stores.items():
-            ins.append(Instr("dma_out", buf, _share(nbytes, tiles, t), tile=t))
-    return stream
-
-
 def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int, rsplit: int,
                      shared: frozenset[tuple[str, int]]) -> dict[str, bytes | None]:
     """Per streamed buffer, the exact stick set a core reads (canonical bytes; None
@@ -464,22 +391,6 @@ def _duplicate_reads(gm: GroupModel, m: Machine, d: Division,
     return out
 
 
-def _share_duplicate_loads(streams: list[CoreStream], duplicates: dict[int, dict[str, int]]) -> None:
-    """Turn a core's loads of data an earlier core loads too into ring transfers
-    from that core, tile by tile (when both tile the data alike)."""
-    by_core = {s.core: s for s in streams}
-
-    def loads(s: CoreStream, buf: str) -> list[Instr]:
-        return [i for i in s.instrs if i.op == "dma_in" and i.buffer == buf]
-
-    for s in streams:
-        for buf, owner in duplicates.get(s.core, {}).items():
-            mine, theirs = loads(s, buf), loads(by_core[owner], buf)
-            if mine and [(i.tile, i.bytes) for i in mine] == [(i.tile, i.bytes) for i in theirs]:
-                for i in mine:
-                    i.op, i.peer, i.note = "ring", owner, f"same data as core {owner}'s load"
-
-
 def _chunk(a: int, b: int, k: int, parts: int, align: int = 128) -> int:
     """Boundary k of ``parts`` chunks of [a, b), on multiples of ``align`` elements
     (whole sticks for every dtype)."""
@@ -488,37 +399,100 @@ def _chunk(a: int, b: int, k: int, parts: int, align: int = 128) -> int:
     return min(b, a + ((b - a) * k // parts) // align * align)
 
 
-def _share(total: int, parts: int, k: int) -> int:
-    return total * (k + 1) // parts - total * k // parts
+def _tile_rows(gm: GroupModel, m: Machine, d: Division) -> int:
+    """Rows per tile: double-buffered tiles that fit LX beside the operands kept
+    for the whole kernel, and small enough that the first load and the last
+    store (not overlapped with compute) stay short."""
+    ranges = [r for r in _row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
+    if not ranges:
+        return gm.unit
+    r = max(ranges, key=lambda r: r[1] - r[0])
+    w = _core_work(gm, m, r, 0, d.rsplit, _shared_loads(gm, m, d))
+    tiles, _ = _tiles(w, m)
+    units = -(-(r[1] - r[0]) // gm.unit)
+    return max(1, -(-units // tiles)) * gm.unit
 
 
-def _combine_partials(streams: list[CoreStream], gm: GroupModel, m: Machine, d: Division) -> None:
-    """Reduction partials travel over the ring to the row group's first core."""
-    per_row = 8 * max(1, len(gm.kinds))
-    for s in streams:
-        rc, _ = s.rchunk
-        if rc and s.instrs:
-            nbytes = (s.ranges[0][1] - s.ranges[0][0]) * per_row
-            s.instrs.append(Instr("ring", "partials", nbytes, peer=s.core - rc, note="reduction partials"))
+def _row_bytes(gm: GroupModel, m: Machine) -> int:
+    """LX bytes one unit of rows streams through (all kernels, whole reductions)."""
+    w = _core_work(gm, m, (0, min(gm.rows, gm.unit)))
+    return w.dma_bytes + w.lx_bytes + sum(w.inv_bytes.values())
 
 
-def _vector_ops(gm: GroupModel) -> float:
-    return float(sum(gm.rows * k * (i.rnumel * i.vec_pre + i.vec_post) for i, k in zip(gm.infos, gm.mult)))
+class SchedulingError(RuntimeError):
+    """No division of a kernel fits the machine (names the kernel and the limit)."""
 
 
-def compulsory_bytes(gm: GroupModel, m: Machine) -> int:
-    """Each external input read once, each external output written once (sticks):
-    per buffer, the union of what all its accesses touch."""
-    parts: dict[str, list[Any]] = {}
-    for acc in gm.accesses:
-        if acc.buffer in gm.internal or (not acc.store and acc.lx):
+#: Largest number of chunks one core cuts a row into.
+MAX_CHUNKS = 4096
+
+
+def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+               force: Division | None = None, lx_planning: bool = True, residency: Residency | None = None) -> Program:
+    """Schedule a loop-kernel group onto the card: the cheapest division (by its
+    closed-form estimate) whose program can be built and obeys every hardware
+    rule (``force``: that division only; ``lx_planning`` off: every kernel of the
+    group reads and writes DRAM, the baseline torch-spyre measured without LX
+    planning; ``residency``: LX windows shared with neighbouring kernels)."""
+    gm = model_group(group, m, sizes, lx_planning)
+    rows = max(gm.rows, 1)
+    costs = {force: _estimate(gm, m, force)} if force is not None else choose(gm, m)[1]
+    order = sorted(costs, key=lambda d: (costs[d], d.used))
+    cand = tuple(Candidate(f"{d.cores}x{d.rsplit}", round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
+    reasons = []
+    for d in order:
+        try:
+            return _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
+        except (LxFull, Unbuildable, EmulatorError) as exc:
+            reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
+    raise SchedulingError(f"kernel {name}: no division fits the machine ({m.cores} cores, "
+                          f"{m.lx_usable_bytes} B usable LX): " + "; ".join(reasons[:3]))
+
+
+@dataclasses.dataclass(frozen=True)
+class Residency:
+    """LX windows a group shares with its neighbours (see :func:`.loop_program.build`)."""
+
+    lx_in: tuple[Resident, ...] = ()
+    keep: tuple[tuple[str, tuple[tuple[int, Hold], ...]], ...] = ()
+    reserved: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = ()
+    carry: tuple[Resident, ...] = ()
+
+
+def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mapping[sympy.Symbol, int],
+                    estimate: float, cand: tuple[Candidate, ...], phased: bool,
+                    residency: Residency | None = None) -> Program:
+    r = residency or Residency()
+    keep = {buf: dict(per_core) for buf, per_core in r.keep}
+    reserved = {c: list(rs) for c, rs in r.reserved}
+    tile_rows = _tile_rows(gm, m, d)
+    per_core = 1
+    budget = m.lx_usable_bytes // 2
+    if _row_bytes(gm, m) > budget and gm.reducing and not phased:
+        per_core = 1 << max(0, math.ceil(math.log2(_row_bytes(gm, m) / budget)))
+        tile_rows = gm.unit
+    numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in gm.group.buffers}
+    while True:
+        ld = LoopDivision(d.cores, d.rsplit, per_core, tile_rows, phased)
+        fields = dict(row_cores=d.cores, rsplit=d.rsplit, rows=gm.rows, unit_rows=gm.unit,
+                      tiles=-(-max(1, gm.rows // max(d.cores, 1)) // max(tile_rows, 1)), estimate_ns=round(estimate, 1),
+                      candidates=cand)
+        try:
+            p = build(gm.group, m, sizes, name, max(gm.rows, 1), gm.unit, gm.mult, ld, fields,
+                      r.lx_in, keep, reserved, r.carry)
+        except NeedsPhases:
+            if phased or d.rsplit > 1 or per_core > 1:
+                raise Unbuildable("a kernel reads what another tile produced, and this division cannot run in phases")
+            phased = True
             continue
-        parts.setdefault(acc.buffer + ("/w" if acc.store else "/r"), []).append(acc)
-    total = 0
-    for accs in parts.values():
-        spans = [(a.info, a.acc, 0, gm.rows * gm.mult[a.kernel]) for a in accs]
-        union = union_bytes([stick_intervals(i, x, lo, hi, m.stick_bytes) for i, x, lo, hi in spans], m.stick_bytes)
-        # Unknown intervals: the largest single footprint still has to move.
-        total += union if union is not None else max(access_footprint(i, x, lo, hi, m.stick_bytes)[1]
-                                                     for i, x, lo, hi in spans)
-    return total
+        except LxFull:
+            if tile_rows > gm.unit:
+                tile_rows = max(gm.unit, (tile_rows // 2) // gm.unit * gm.unit)
+                continue
+            if per_core < MAX_CHUNKS and not phased:
+                per_core *= 2
+                continue
+            raise
+        workspace = {n: k for n, _, k in p.workspace}
+        static_check(p, m, {**numels, **workspace})
+        return p

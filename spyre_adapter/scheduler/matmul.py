@@ -19,9 +19,17 @@ import sympy
 from spyre_shims.kernel_ir import ExternKernel
 from spyre_shims.reference import concrete
 
+from spyre_shims import index as sidx
+from spyre_shims import kernel_ir as kir
+
 from ..machine import Machine
-from ..program import CoreStream, Instr, Program
+from ..model.program import CoreProgram, MatmulPlan, Program
+from ..model.rules import EmulatorError, static_check
+from ..model.timing import simulate
 from .analysis import itemsize
+from .loops import plan_group
+from .lx_alloc import LxFull
+from .matmul_program import build as build_program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,8 +113,9 @@ def _mac_rate(s: MatmulShape, m: Machine) -> float:
 
 
 def _lx_bytes(s: MatmulShape, g: Grid, kb: int, tm: int, tn: int, tk: int) -> int:
-    acc = tm * tn * 4  # fp32 accumulator
-    bias = tn * s.out_isz if s.bias else 0
+    # fp32 accumulator and the output tile, each double-buffered across output tiles
+    acc = 2 * tm * tn * (4 + s.out_isz)
+    bias = tn * s.out_isz * (tm if s.bias == "full" else 1) if s.bias else 0
     if g.order == "b":
         return acc + kb * tn * s.isz + 2 * tm * tk * s.isz + bias
     if g.order == "a":
@@ -161,7 +170,7 @@ def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
     tail = g.cores / g.gk * tm * tn * s.out_isz / m.dram_write_gbps
     # Every step (one k-slice of one output tile) sets up its DMAs and hands a
     # buffer between the DMA and PE engines: small tiles pay for it.
-    steps = bb * n_mt * n_nt * max(1, min(8, _cdiv(kb, tk)))
+    steps = bb * n_mt * n_nt * max(1, _cdiv(kb, tk))
     body = max(compute_ns, dram_ns, dma_ns, ring_ns) + stall + steps * 2 * m.dma_setup_ns
     total = m.kernel_launch_ns + fill + body + tail + (m.sync_ns if g.cores > 1 else 0.0)
     return Cost(total, compute_ns, dram_rd + dram_wr, dram_ns, ring_ns, lx)
@@ -232,130 +241,101 @@ def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None =
     return out
 
 
+class MatmulUnplannable(RuntimeError):
+    """No grid of a matmul fits the machine."""
+
+
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                 share: bool = True, max_cores: int | None = None, naive: bool = False) -> Program:
-    """Schedule a matmul-family extern kernel.
+    """Schedule a matmul-family extern kernel: the closed form ranks every grid
+    that fits, the best few are built, checked against the hardware rules and
+    simulated, and the fastest wins.
 
     ``naive`` is the benchmark's "even split" baseline: the output divided
     evenly over every core, 64x64x64 tiles, no operand shared over the ring,
     no stationary operand and no K split (each tile re-reads its operands).
     """
     s = shape_of(kernel, sizes)
-    if min(s.batch, s.m, s.n, s.k) == 0:
-        # Empty output, or an empty sum (zeros, plus the bias for addmm): no work
-        # for the PE arrays; the numerics handle it.
-        return Program(name, "matmul", kernel, [], {"grid": "empty", "cores": 0}, {str(k): v for k, v in sizes.items()},
-                       flops=0.0, compulsory_bytes=0)
+    if min(s.batch, s.m, s.n) == 0:
+        return Program(name, "matmul", kernel, (), tuple(CoreProgram(c, ()) for c in range(m.cores)),
+                       MatmulPlan((0, 0, 0, 0), (0, 0, 0), "c", share, 1.0, 0.0),
+                       tuple((str(k), v) for k, v in sizes.items()))
+    if s.k == 0:
+        return _empty_sum(kernel, m, sizes, name)
     ranked = candidates(s, m, share, max_cores, naive)
-    # The closed form ranks; the few best are simulated and the fastest wins.
-    from ..emulator.timing import simulate
-
+    numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
     best: tuple[float, Program] | None = None
-    for g, c in ranked[:REFINE]:
-        prog = _program(kernel, s, g, c, m, sizes, name, share and not naive)
-        t = simulate(prog, m).total_ns
-        prog.division["simulated_ns"] = round(t)
+    tried = 0
+    reasons = []
+    for g, c in ranked:
+        if tried == REFINE or len(reasons) > 3 * REFINE:
+            break
+        if not _stick_exclusive(kernel, s, g, m, sizes):
+            continue
+        bb, mb, nb, kb = _per_core(s, g, m)
+        eff = m.pe_efficiency(min(g.tm, mb))
+        plan = MatmulPlan((g.gb, g.gm, g.gn, g.gk), (min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)), g.order,
+                          share and not naive, round(eff, 3), round(c.total_ns, 1), len(ranked))
+        try:
+            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan)
+            static_check(prog, m, numels)
+        except (LxFull, EmulatorError) as exc:
+            reasons.append(str(exc))
+            continue
+        tried += 1
+        t = simulate(prog, m, keep_events=False).total_ns
         if best is None or t < best[0]:
             best = (t, prog)
-    assert best is not None
-    best[1].division["candidates"] = len(ranked)
+    if best is None:
+        raise MatmulUnplannable(f"kernel {name}: no matmul grid fits the machine ({m.cores} cores, "
+                                f"{m.lx_usable_bytes} B usable LX): {'; '.join(reasons[:2]) or 'no candidate'}")
     return best[1]
 
 
-#: How many of the best-ranked grids are simulated before choosing.
+def _stick_exclusive(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine,
+                     sizes: Mapping[sympy.Symbol, int]) -> bool:
+    """Whether every core's block of the output starts on a stick of its own
+    (cores never write parts of one stick): checked before building."""
+    out = kernel.output
+    isz = s.out_isz
+    stride = [int(concrete(x, sizes)) for x in out.stride]
+    stride = [0] * (3 - len(stride)) + stride
+    bb, mb, nb, _ = _per_core(s, g, m)
+    for split, block, st in ((g.gb, bb, stride[0]), (g.gm, mb, stride[1]), (g.gn, nb, stride[2])):
+        if split > 1 and (block * st * isz) % m.stick_bytes:
+            return False
+    if g.gn > 1 and (stride[2] != 1 or (stride[1] * isz) % m.stick_bytes and s.m > 1):
+        return False
+    if g.gm > 1 and g.gn == 1 and stride[2] != 1:
+        return False
+    return True
+
+
+#: How many of the best-ranked grids are built and simulated before choosing.
 REFINE = 4
 
 
-def _program(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
-             sizes: Mapping[sympy.Symbol, int], name: str, share: bool) -> Program:
-    bb, mb, nb, kb = _per_core(s, g, m)
-    tm, tn, tk = min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)
-    a_name = kernel.inputs[-2].name
-    b_name = kernel.inputs[-1].name
-    streams = []
-    eff = m.pe_efficiency(tm)
-    rate = _mac_rate(s, m) * eff
-    def extent(total: int, block: int, i: int) -> int:
-        return max(0, min(total, (i + 1) * block) - i * block)
-
-    def shape(ib: int, im: int, in_: int, ik: int) -> tuple[int, ...]:
-        """A core's block shape: cores share operand slices only with cores
-        that walk the same sequence of tiles."""
-        return (extent(s.batch, bb, ib), extent(s.m, mb, im), extent(s.n, nb, in_), extent(s.k, kb, ik))
-
-    def busy(ib: int, im: int, in_: int, ik: int) -> bool:
-        return min(shape(ib, im, in_, ik)) > 0
-
-    core = 0
-    for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)):
-        rows = (min(s.m, im * mb), min(s.m, (im + 1) * mb))
-        cols = (min(s.n, in_ * nb), min(s.n, (in_ + 1) * nb))
-        ks = (min(s.k, ik * kb), min(s.k, (ik + 1) * kb))
-        bat = (min(s.batch, ib * bb), min(s.batch, (ib + 1) * bb))
-        st = CoreStream(core, [], ranges=[bat, rows, cols, ks])
-        mrows, ncols, kext, nbat = rows[1] - rows[0], cols[1] - cols[0], ks[1] - ks[0], bat[1] - bat[0]
-        if min(mrows, ncols, kext, nbat) > 0:
-            # A shared operand block is loaded in slices by every core of its
-            # group and all-gathered over the ring: DRAM reads it once, and no
-            # single core's DMA channel carries the whole group.
-            mine = shape(ib, im, in_, ik)
-            a_group = [core + (j - in_) * g.gk for j in range(g.gn) if shape(ib, im, j, ik) == mine] \
-                if share else [core]
-            b_group = [core + (j - im) * g.gn * g.gk for j in range(g.gm) if shape(ib, j, in_, ik) == mine] \
-                if share else [core]
-            n_kt = _cdiv(kext, tk)
-            step_k = max(1, n_kt // 8)  # coarsen long K loops to <= 8 steps per output tile
-            tile = 0
-            mts = [(mt * tm, min(tm, mrows - mt * tm)) for mt in range(_cdiv(mrows, tm))]
-            nts = [(nt * tn, min(tn, ncols - nt * tn)) for nt in range(_cdiv(ncols, tn))]
-            # Visit output tiles so the stationary operand is reused: "b" walks
-            # row tiles inside a column tile, "a" and "c" column tiles inside a row tile.
-            pairs = [(mt, nt) for nt in nts for mt in mts] if g.order == "b" else [(mt, nt) for mt in mts for nt in nts]
-            for _ in range(nbat):
-                first_a: set[int] = set()
-                first_b: set[int] = set()
-                for (m0, tmr), (n0, tnc) in pairs:
-                    for k0 in range(0, n_kt, step_k):
-                        kk = min(kext - k0 * tk, step_k * tk)
-                        a_b, b_b = tmr * kk * s.isz, kk * tnc * s.isz
-                        load_a = g.order != "a" or m0 not in first_a
-                        load_b = g.order != "b" or n0 not in first_b
-                        for load, name_, nbytes, group in ((load_a, a_name, a_b, a_group),
-                                                           (load_b, b_name, b_b, b_group)):
-                            if not load:
-                                continue
-                            mine = nbytes // len(group) + (nbytes % len(group) if core == group[0] else 0)
-                            st.instrs.append(Instr("dma_in", name_, mine, tile=tile))
-                            if len(group) > 1:
-                                st.instrs.append(Instr("ring", name_, nbytes - mine, tile=tile,
-                                                       peers=tuple(c2 for c2 in group if c2 != core),
-                                                       note=f"all-gather over {len(group)} cores"))
-                        macs = _round_up(tmr, m.pe_rows) * tnc * kk
-                        st.instrs.append(Instr("pe", "", 0, macs / rate * m.clock_ghz, tile=tile,
-                                               note=f"{tmr}x{tnc}x{kk} MACs"))
-                        tile += 1
-                    first_a.add(m0)
-                    first_b.add(n0)
-                    last = tile - 1  # the output tile's final k step
-                    if g.gk > 1 and ik > 0:
-                        st.instrs.append(Instr("ring", "partials", tmr * tnc * 4, tile=last,
-                                               peer=core - ik, note="fp32 partial sums"))
-                    else:
-                        if s.bias:
-                            st.instrs.append(Instr("dma_in", kernel.inputs[0].name, tnc * s.out_isz *
-                                                   (tmr if s.bias == "full" else 1), tile=last, note="bias"))
-                        st.instrs.append(Instr("dma_out", kernel.output.name, tmr * tnc * s.out_isz, tile=last))
-            st.lx_peak = c.lx_bytes
-            if g.cores > 1:
-                st.instrs.append(Instr("barrier", note="end of kernel"))
-        streams.append(st)
-        core += 1
-    compulsory = (s.batch * s.m * s.k + (s.batch if kernel.op in ("bmm", "baddbmm") else 1) * s.k * s.n) * s.isz \
-        + s.batch * s.m * s.n * s.out_isz
-    if s.bias:
-        compulsory += (s.batch * s.m if s.bias == "full" else 1) * s.n * s.out_isz
-    division = {"grid": f"b{g.gb} m{g.gm} n{g.gn} k{g.gk}", "tile": f"{tm}x{tn}x{tk}", "order": g.order,
-                "cores": g.cores,
-                "share": share, "pe_efficiency": round(eff, 3), "estimate_ns": round(c.total_ns)}
-    return Program(name, "matmul", kernel, streams, division, {str(k): v for k, v in sizes.items()},
-                   flops=2.0 * s.batch * s.m * s.n * s.k, compulsory_bytes=compulsory, ksplit=g.gk)
+def _empty_sum(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str) -> Program:
+    """K = 0: the output is beta * bias (addmm) or zeros - a loop kernel over the output."""
+    out = kernel.output
+    nd = len(out.size)
+    ivars = [sidx.index_symbol(f"i{k}") for k in range(nd)]
+    oidx = out.offset + sum(v * st for v, st in zip(ivars, out.stride))
+    body: list[kir.Instr] = []
+    buffers = [dataclasses.replace(out, role="output")]
+    beta = kernel.attr("beta", 1) if kernel.op in ("addmm", "baddbmm") else 0
+    if beta != 0:
+        bias = kernel.inputs[0]
+        bv = ivars[nd - len(bias.size):]
+        bidx = bias.offset + sum(v * st for v, st, n in zip(bv, bias.stride, bias.size) if n != 1)
+        body.append(kir.Instr("load", (bias.name, bidx), bias.dtype))
+        body.append(kir.Instr("constant", (float(beta), "float32"), "float32"))
+        body.append(kir.Instr("mul", (kir.Ref(0), kir.Ref(1)), "float32"))
+        body.append(kir.Instr("to_dtype", (kir.Ref(2), out.dtype), out.dtype))
+        buffers.insert(0, dataclasses.replace(bias, role="input"))
+    else:
+        body.append(kir.Instr("constant", (0, out.dtype), out.dtype))
+    body.append(kir.Instr("store", (out.name, oidx, kir.Ref(len(body) - 1), None)))
+    lk = kir.LoopKernel(f"{name}_fill", tuple(out.size), (), tuple(body))
+    group = kir.KernelGroup(name, (lk,), tuple(buffers), tuple(b.name for b in buffers))
+    return plan_group(group, m, sizes, name)

@@ -28,7 +28,7 @@ from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import eager_op_counts
 from spyre_shims.runtime import capture_graphs
 
-from ..report import REPORT
+from ..context import current
 
 PASS = "pass"
 PASS_NO_KERNEL = "pass (no kernel)"
@@ -197,7 +197,7 @@ def check(fn: Callable[..., Any], make_args: MakeArgs, *, atol: float, rtol: flo
     del args, kwargs, flat
 
     compiled = compiled or torch.compile(fn, dynamic=False)
-    launches0 = REPORT.launch_count
+    launches0 = current().report.launch_count
     try:
         dev_args, dev_kwargs = make_args(device)
         with warnings.catch_warnings(record=True) as caught, capture_graphs() as graphs:
@@ -210,7 +210,7 @@ def check(fn: Callable[..., Any], make_args: MakeArgs, *, atol: float, rtol: flo
         del dev_args, dev_kwargs, dev_flat
     except Exception as exc:  # noqa: BLE001 - any compile/run error is the finding
         return Outcome(FAIL, detail=f"{type(exc).__name__}: {_first_lines(str(exc), 3)}"[:600])
-    launches = REPORT.launch_count - launches0
+    launches = current().report.launch_count - launches0
     kernels = sum(len(g.kernels) for g in graphs)
 
     note = ""

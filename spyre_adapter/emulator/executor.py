@@ -1,0 +1,709 @@
+"""The functional pass: run every core's instructions over that core's LX memory
+and the card's DRAM. Every output value comes from executing the program.
+
+The card keeps each core's LX bytes and, per byte, a stamp of when it was
+written: reading bytes not written in this launch (or left for it by an earlier
+kernel, see :class:`~spyre_adapter.model.program.Resident`) is an error, as is
+overwriting bytes an earlier kernel left for a later one. Cores run in rounds,
+one instruction each; cores that run the same step on different tiles in a
+round run it as one batched op (one torch op over their stacked LX views).
+
+What is checked, each violation an :class:`EmulatorError` naming the kernel,
+core, step and buffer: LX views inside the usable capacity and aligned; DMA
+LX addresses on stick boundaries; DMA regions inside their tensor; per-core
+span of each tensor; reads of unwritten LX; two cores writing the same DRAM
+bytes, or parts of one stick, between the same barriers; a core reading DRAM
+another core writes between the same barriers; ring transfers without a
+partner; barriers some core never reaches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import defaultdict
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from spyre_shims import index as sidx
+from spyre_shims.kernel_ir import LoopKernel
+from spyre_shims.ops import torch_dtype
+from spyre_shims.reference import KernelFault, Tile, combine_partials, evaluate, merge_partials, partial_dtypes
+
+from ..machine import Machine
+from ..model.bodies import index_cone
+from ..model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx,
+                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe, itemsize)
+from ..model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
+from ..model.traffic import StickMarks
+
+__all__ = ["EmulatorError", "Card", "RunStats", "execute", "static_check"]
+
+#: The stamp of LX bytes an earlier kernel left for a later one.
+HELD = 255
+
+
+class Card:
+    """The emulated card's on-core memory: every core's LX, kept across kernel
+    launches, with a write stamp per byte."""
+
+    def __init__(self, m: Machine) -> None:
+        self.machine = m
+        self.lx = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
+        self.stamp = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
+        self.epoch = 0
+        self._typed: dict[torch.dtype, torch.Tensor] = {}
+
+    def new_launch(self) -> int:
+        """Start a launch: a new stamp; bytes stamped earlier become unreadable."""
+        self.epoch += 1
+        if self.epoch >= HELD:
+            held = self.stamp == HELD
+            self.stamp.zero_()
+            self.stamp[held] = HELD
+            self.epoch = 1
+        return self.epoch
+
+    def typed(self, dtype: torch.dtype) -> torch.Tensor:
+        """Every core's LX as elements of ``dtype``: (cores, lx_bytes / itemsize)."""
+        t = self._typed.get(dtype)
+        if t is None:
+            t = self._typed[dtype] = self.lx.view(dtype)
+        return t
+
+    def view(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+        """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
+        dt = torch_dtype(lx.dtype)
+        t = self.typed(dt)
+        isz = t.element_size()
+        if isinstance(core, int):
+            row = t[core]
+            return row.as_strided(lx.sizes, lx.strides, row.storage_offset() + lx.addr // isz)
+        c0, c1 = core
+        rows = t[c0:c1]
+        return rows.as_strided((c1 - c0, *lx.sizes), (t.shape[1], *lx.strides), rows.storage_offset() + lx.addr // isz)
+
+    def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+        """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
+        dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
+        sizes, strides = _byte_dims(lx)
+        if isinstance(core, int):
+            row = self.stamp[core]
+            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
+        c0, c1 = core
+        rows = self.stamp[c0:c1]
+        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+
+    def element_stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+        """Per-byte stamps shaped like ``lx``'s elements: ``[B?] + sizes + [itemsize]``."""
+        isz = lx.itemsize
+        sizes, strides = (*lx.sizes, isz), (*(st * isz for st in lx.strides), 1)
+        if isinstance(core, int):
+            row = self.stamp[core]
+            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
+        c0, c1 = core
+        rows = self.stamp[c0:c1]
+        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+
+
+def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The bytes of a view as few strided dims as possible (contiguous runs merged)."""
+    dims = [(n, st * lx.itemsize) for n, st in zip(lx.sizes, lx.strides) if n > 1 and st != 0]
+    dims.sort(key=lambda t: -t[1])
+    dims.append((lx.itemsize, 1))
+    out = [dims[-1]]
+    for n, st in reversed(dims[:-1]):
+        inner_n, inner_st = out[0]
+        if st == inner_n * inner_st:
+            out[0] = (n * inner_n, inner_st)
+        else:
+            out.insert(0, (n, st))
+    return tuple(n for n, _ in out), tuple(st for _, st in out)
+
+
+@dataclasses.dataclass
+class RunStats:
+    """What one execution measured: DRAM bytes of data-dependent transfers by
+    (core, step), and per core the highest LX byte its instructions touched."""
+
+    dynamic_bytes: dict[tuple[int, int], int]
+    lx_peak: dict[int, int]
+
+
+# ------------------------------------------------------------------ LX memory for vector steps
+
+class _NotBatchable(Exception):
+    pass
+
+
+class _LxMemory:
+    """A vector step's loads and stores against its LX operands, on one core or
+    stacked over a core range."""
+
+    def __init__(self, ex: _Execution, where: int | tuple[int, int], ops: Sequence[Operand] | Sequence[Sequence[Operand]],
+                 step: int, kernel: LoopKernel, targets: Mapping[int, Lx] | None = None) -> None:
+        self.ex, self.where, self.step, self.kernel = ex, where, step, kernel
+        self.batched = not isinstance(where, int)
+        # per position: one operand (single core) or the per-core operands of the batch
+        if self.batched:
+            per_core = list(ops)  # type: ignore[arg-type]
+            self.ops = {o.pos: [c_ops[k] for c_ops in per_core] for k, o in enumerate(per_core[0])}  # type: ignore[index]
+        else:
+            self.ops = {o.pos: [o] for o in ops}  # type: ignore[union-attr]
+        self.targets = targets or {}
+
+    def _core(self) -> int:
+        return self.where if isinstance(self.where, int) else self.where[0]
+
+    def _fail(self, kind: str, name: str, detail: str) -> EmulatorError:
+        return EmulatorError(kind, self.ex.p.name, self._core(), self.step, name, detail)
+
+    def _window(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
+        """(strided view over ``shape``, its stamps) for an affine access of a window, or (None, None)."""
+        aff = tile.affine(index)
+        if aff is None or any(c < 0 for c in aff[1]):
+            return None, None
+        start, coeffs = aff
+        lx = ops[0].lx
+        n = lx.sizes[0]
+        if self.batched:
+            bases = torch.tensor([o.base for o in ops], dtype=torch.int64)
+            rel_all = start - bases
+            if bool((rel_all != rel_all[0]).any()) or any(o.lx != lx for o in ops):
+                raise _NotBatchable()
+            rel = int(rel_all[0])
+            inner = shape[1:]
+        else:
+            rel = int(start) - ops[0].base
+            inner = shape
+        last = rel + sum(c * (k - 1) for c, k in zip(coeffs, inner) if k > 0)
+        if rel < 0 or last >= n:
+            return None, None
+        strides = [c if k > 1 else 0 for c, k in zip(coeffs, inner)]
+        sub = Lx(lx.addr + rel * lx.itemsize, lx.dtype, tuple(inner), tuple(strides))
+        return self.ex.card.view(self.where, sub), sub
+
+    def _gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
+                    mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
+        idx = tile.indices(index, keep=keep).expand(tuple(shape))
+        if self.batched:
+            bases = torch.tensor([o.base for o in ops], dtype=torch.int64).view(-1, *[1] * (len(shape) - 1))
+            idx = idx - bases
+        else:
+            idx = idx - ops[0].base
+        n = ops[0].lx.sizes[0]
+        if mask is None and (idx.numel() == 0 or (int(idx.amin()) >= 0 and int(idx.amax()) < n)):
+            return idx
+        bad = (idx < 0) | (idx >= n)
+        if mask is not None:
+            m = mask.bool().expand(tuple(shape))
+            bad = bad & m
+            idx = torch.where(m, idx, torch.zeros((), dtype=idx.dtype))
+        if bool(bad.any()):
+            raise self._fail("read outside its LX window", name,
+                             f"element {int(idx[bad].flatten()[0]) + ops[0].base} not in the window of {n} at {ops[0].base}")
+        return idx
+
+    def _flat_window(self, ops: list[Operand]) -> tuple[torch.Tensor, torch.Tensor]:
+        lx = ops[0].lx
+        if self.batched and any(o.lx != lx for o in ops):
+            raise _NotBatchable()
+        return self.ex.card.view(self.where, lx), self.ex.card.element_stamps(self.where, lx)
+
+    def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
+        if pos in self.targets:  # address generation: record the DRAM index, value not needed
+            self._record_target(pos, index, tile, mask)
+            return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+        ops = self.ops.get(pos)
+        if ops is None:
+            if self.targets:
+                return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+            raise self._fail("missing operand", name, f"load at body position {pos} has no LX operand")
+        shape = list(tile.shape)
+        op = ops[0]
+        if op.kind == "tile":
+            if self.batched and any(o.lx != op.lx for o in ops):
+                raise _NotBatchable()
+            if list(op.lx.sizes) != shape[tile.lead:]:
+                raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
+            view = self.ex.card.view(self.where, op.lx)
+            self.ex.check_written(self.where, op.lx, self.step, name, mask)
+            return view
+        view, sub = self._window(ops, name, index, tile, shape)
+        if view is not None:
+            self.ex.check_written(self.where, sub, self.step, name, mask)
+            return view
+        flat, stamps = self._flat_window(ops)
+        idx = self._gather_idx(ops, name, index, tile, False, mask, shape)
+        if self.ex.checking:
+            written = (stamps == self.ex.epoch).all(-1)
+            ok = written.gather(-1, idx.reshape(idx.shape[0], -1)).reshape(idx.shape) if self.batched \
+                else written.take(idx)
+            if mask is not None:
+                ok = ok | ~mask.bool().expand(tuple(shape))
+            if not bool(ok.all()):
+                raise self._fail("read of unwritten LX", name, f"window element {int(idx[~ok].flatten()[0])}")
+        if self.batched:
+            return flat.gather(-1, idx.reshape(idx.shape[0], -1)).reshape(idx.shape)
+        return flat.take(idx)
+
+    def _record_target(self, pos: int, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None,
+                       keep: bool = False) -> None:
+        lx = self.targets[pos]
+        shape = tile.keep_shape() if keep else list(tile.shape)
+        idx = tile.indices(index, keep=keep).expand(tuple(shape))
+        if mask is not None:
+            idx = torch.where(mask.bool().expand(tuple(shape)), idx, torch.full((), -1, dtype=torch.int64))
+        out = self.ex.card.view(self.where, lx)
+        out.copy_(idx.reshape(out.shape))
+        self.ex.mark(self.where, lx)
+
+    def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
+              mode: str | None) -> None:
+        if pos in self.targets:
+            self._record_target(pos, index, tile, None, keep=reduced)
+            return
+        if self.targets:
+            return  # address generation stores nothing
+        ops = self.ops.get(pos)
+        if ops is None:
+            raise self._fail("missing operand", name, f"store at body position {pos} has no LX operand")
+        shape = tile.keep_shape() if reduced else list(tile.shape)
+        op = ops[0]
+        dt = torch_dtype(op.lx.dtype)
+        v = torch.as_tensor(value).to(dt).expand(tuple(shape))
+        if op.kind == "tile":
+            if self.batched and any(o.lx != op.lx for o in ops):
+                raise _NotBatchable()
+            if list(op.lx.sizes) != shape[tile.lead:]:
+                raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
+            # One LX element per tile point: an accumulating store's adding
+            # happens in DRAM (DmaScatter/DmaStore with accumulate).
+            self.ex.card.view(self.where, op.lx).copy_(v)
+            self.ex.mark(self.where, op.lx)
+            return
+        view, sub = (None, None) if mode == "atomic_add" else self._window(ops, name, index, tile, shape)
+        if view is not None:
+            view.copy_(v)
+            self.ex.mark(self.where, sub)
+            return
+        flat, stamps = self._flat_window(ops)
+        idx = self._gather_idx(ops, name, index, tile, reduced, None, shape)
+        if self.batched:
+            if mode == "atomic_add":
+                flat.scatter_add_(-1, idx.reshape(idx.shape[0], -1), v.reshape(idx.shape[0], -1))
+            else:
+                flat.scatter_(-1, idx.reshape(idx.shape[0], -1), v.reshape(idx.shape[0], -1))
+            st = stamps.reshape(stamps.shape[0], -1, stamps.shape[-1])
+            st.scatter_(1, idx.reshape(idx.shape[0], -1, 1).expand(-1, -1, st.shape[-1]),
+                        torch.full((), self.ex.epoch, dtype=torch.uint8).expand(idx.shape[0], idx[0].numel(), st.shape[-1]))
+        else:
+            flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
+            stamps[idx.reshape(-1)] = self.ex.epoch
+
+
+# ------------------------------------------------------------------ execution
+
+class _Execution:
+    """One launch of one program."""
+
+    def __init__(self, p: Program, card: Card, buffers: MutableMapping[str, torch.Tensor],
+                 sizes: Mapping[sympy.Symbol, int], checking: bool) -> None:
+        self.p, self.card, self.buffers, self.checking = p, card, buffers, checking
+        self.m = card.machine
+        self.sizes = dict(sizes)
+        self.sizes.update({sidx.index_symbol(k): v for k, v in p.sizes})
+        self.dtypes = buffer_dtypes(p)
+        self.epoch = card.epoch
+        self.mailbox: dict[tuple[int, int], torch.Tensor] = {}
+        self.dynamic_bytes: dict[tuple[int, int], int] = {}
+        self.dyn_writes: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
+        self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
+
+    # ---------------------------------------------------------- LX bookkeeping
+    def check_written(self, where: int | tuple[int, int], lx: Lx, step: int, name: str,
+                      mask: torch.Tensor | None) -> None:
+        """Every byte of ``lx`` (where ``mask`` is set) was written in this launch."""
+        if not self.checking or lx.numel == 0:
+            return
+        st = self.card.stamps(where, lx)
+        # amin/amax: full reductions that stay fast on strided uint8 views
+        if mask is None and int(st.amin()) == self.epoch == int(st.amax()):
+            return
+        st = self.card.element_stamps(where, lx)
+        ok = (st == self.epoch).all(-1)
+        if mask is not None:
+            ok = ok | ~mask.bool().expand(ok.shape)
+        if bool(ok.all()):
+            return
+        held = int(st.amax()) == HELD
+        bad = (~ok).nonzero()[0].tolist()
+        core = where if isinstance(where, int) else where[0] + bad[0]
+        raise EmulatorError("read of unwritten LX", self.p.name, core, step, name,
+                            f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr}"
+                            + (" holds another kernel's data" if held else " was never written in this launch"))
+
+    def mark(self, where: int | tuple[int, int], lx: Lx) -> None:
+        """Stamp ``lx``'s bytes as written now (it must not overwrite data held for a later kernel)."""
+        if lx.numel == 0 or not self.checking:
+            return
+        st = self.card.stamps(where, lx)
+        if self.checking and int(st.amax()) == HELD:
+            core = where if isinstance(where, int) else where[0]
+            raise EmulatorError("overwrites held LX data", self.p.name, core, -1, "-",
+                                f"LX bytes at {lx.addr} hold data an earlier kernel left for a later one")
+        st.fill_(self.epoch)
+
+    # ---------------------------------------------------------- DMA
+    def _dram(self, name: str) -> torch.Tensor:
+        return self.buffers[name]
+
+    def dma_load(self, core: int, step: int, ins: DmaLoad) -> None:
+        r = ins.src
+        flat = self._dram(r.buffer)
+        src = flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
+        self.card.view(core, ins.dst).copy_(src.reshape(ins.dst.sizes) if src.shape != ins.dst.sizes else src)
+        self.mark(core, ins.dst)
+
+    def dma_store(self, core: int, step: int, ins: DmaStore) -> None:
+        r = ins.dst
+        self.check_written(core, ins.src, step, r.buffer, None)
+        flat = self._dram(r.buffer)
+        dst = flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
+        src = self.card.view(core, ins.src)
+        src = src.reshape(r.sizes) if tuple(src.shape) != r.sizes else src
+        if ins.accumulate:
+            dst.add_(src)
+        else:
+            dst.copy_(src)
+
+    def _addresses(self, core: int, step: int, ins: DmaGather | DmaScatter) -> tuple[torch.Tensor, torch.Tensor]:
+        self.check_written(core, ins.addrs, step, ins.buffer, None)
+        idx = self.card.view(core, ins.addrs).reshape(-1).clone()
+        live = idx >= 0
+        n = self._dram(ins.buffer).numel()
+        if bool(((idx >= n) & live).any()):
+            raise EmulatorError("DMA outside a tensor's bytes", self.p.name, core, step, ins.buffer,
+                                f"element {int(idx[(idx >= n) & live][0])} of {n}")
+        isz = self._dram(ins.buffer).element_size()
+        marks = StickMarks(n * isz + self.m.stick_bytes, self.m.stick_bytes)
+        marks.add_indices(idx[live], isz)
+        self.dynamic_bytes[(core, step)] = marks.count() * self.m.stick_bytes
+        if self.checking and bool(live.any()):
+            lo, hi = int(idx[live].min()), int(idx[live].max())
+            if (hi - lo + 1) * isz > self.m.span_bytes_per_core:
+                raise EmulatorError("per-core span exceeded", self.p.name, core, step, ins.buffer,
+                                    f"{(hi - lo + 1) * isz} B > {self.m.span_bytes_per_core} B")
+        return idx, live
+
+    def dma_gather(self, core: int, step: int, ins: DmaGather) -> None:
+        idx, live = self._addresses(core, step, ins)
+        dst = self.card.view(core, ins.dst).reshape(-1)
+        dst[live] = self._dram(ins.buffer)[idx[live]]
+        st = self.card.element_stamps(core, ins.dst).reshape(dst.numel(), -1)
+        st[live] = self.epoch
+        if self.checking:
+            self.dyn_reads[ins.buffer].append((core, self._epoch_of(core), idx[live]))
+
+    def dma_scatter(self, core: int, step: int, ins: DmaScatter) -> None:
+        idx, live = self._addresses(core, step, ins)
+        self.check_written(core, ins.src, step, ins.buffer, None)
+        src = self.card.view(core, ins.src).reshape(-1)
+        self._dram(ins.buffer).index_put_((idx[live],), src[live], accumulate=ins.accumulate)
+        if self.checking and not ins.accumulate:
+            self.dyn_writes[ins.buffer].append((core, self._epoch_of(core), idx[live]))
+
+    # ---------------------------------------------------------- ring
+    def ring_send(self, core: int, step: int, ins: RingSend) -> None:
+        self.check_written(core, ins.src, step, "ring", None)
+        data = self.card.view(core, ins.src).clone()
+        for peer in ins.peers:
+            if (ins.tag, peer) in self.mailbox:
+                raise EmulatorError("ring tag reused", self.p.name, core, step, "ring", f"#{ins.tag} to core {peer}")
+            self.mailbox[(ins.tag, peer)] = data
+
+    def ring_recv(self, core: int, step: int, ins: RingRecv) -> None:
+        data = self.mailbox.pop((ins.tag, core))
+        if data.numel() != ins.dst.numel or str(data.dtype).removeprefix("torch.") != ins.dst.dtype:
+            raise EmulatorError("ring size mismatch", self.p.name, core, step, "ring",
+                                f"#{ins.tag}: {data.numel()} {data.dtype} sent, {ins.dst.numel} {ins.dst.dtype} expected")
+        self.card.view(core, ins.dst).copy_(data.reshape(ins.dst.sizes))
+        self.mark(core, ins.dst)
+
+    # ---------------------------------------------------------- compute
+    def _tile(self, ins: Vec | AddrGen | Combine, kernel: LoopKernel, starts: torch.Tensor | None = None,
+              bind: Sequence[tuple[str, int]] = ()) -> Tile:
+        sizes = dict(self.sizes)
+        sizes.update({sidx.index_symbol(k): v for k, v in bind})
+        red = ins.red if isinstance(ins, (Vec, AddrGen)) else None
+        return Tile(kernel, ins.box, sizes, red=red, batch_starts=starts)
+
+    def vec(self, cores: list[int], steps: list[int], instrs: list[Vec]) -> None:
+        ins = instrs[0]
+        kernel = self.p.bodies[ins.body]
+        if len(cores) > 1:
+            starts = torch.tensor([[lo for lo, _ in v.box] + [lo for lo, _ in (v.red or ())] +
+                                   ([0] * len(kernel.reduction_ranges) if v.red is None else []) for v in instrs],
+                                  dtype=torch.int64)
+            where = (cores[0], cores[-1] + 1)
+            mem = _LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
+            tile = self._tile(ins, kernel, starts, ins.bind)
+            try:
+                self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=instrs)
+                return
+            except _NotBatchable:
+                pass
+        for core, step, v in zip(cores, steps, instrs):
+            mem = _LxMemory(self, core, v.operands, step, kernel)
+            self._run_vec(core, step, v, kernel, mem, self._tile(v, kernel, None, v.bind))
+
+    def _run_vec(self, where: int | tuple[int, int], step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
+                 tile: Tile, batched: list[Vec] | None = None) -> None:
+        if batched is not None:
+            self._prevalidate(mem, kernel, tile)
+        try:
+            partials = evaluate(kernel, mem, tile, phase=ins.phase)
+        except KernelFault as exc:
+            raise EmulatorError("kernel fault", self.p.name, where if isinstance(where, int) else where[0], step,
+                                "-", str(exc)) from None
+        for pos, comps in ins.partials:
+            state = partials[pos]
+            for value, lx in zip(state, comps):
+                out = self.card.view(where, lx)
+                out.copy_(value.reshape(out.shape).to(out.dtype))
+                self.mark(where, lx)
+
+    def _prevalidate(self, mem: _LxMemory, kernel: LoopKernel, tile: Tile) -> None:
+        """Raise _NotBatchable before any store when the batch cannot share one view."""
+        for pos, ops in mem.ops.items():
+            ins = kernel.body[pos]
+            if ops[0].kind == "window":
+                if any(o.lx != ops[0].lx for o in ops):
+                    raise _NotBatchable()
+                aff = tile.affine(ins.args[1])
+                if aff is not None:
+                    rel = aff[0] - torch.tensor([o.base for o in ops], dtype=torch.int64)
+                    if bool((rel != rel[0]).any()):
+                        raise _NotBatchable()
+            elif any(o.lx != ops[0].lx for o in ops):
+                raise _NotBatchable()
+
+    def addr_gen(self, core: int, step: int, ins: AddrGen) -> None:
+        kernel = self.p.bodies[ins.body]
+        targets = dict(ins.targets)
+        only = index_cone(kernel.body, tuple(sorted(targets)))
+        mem = _LxMemory(self, core, ins.operands, step, kernel, targets=targets)
+        try:
+            evaluate(kernel, mem, self._tile(ins, kernel, None, ins.bind), only=only)
+        except KernelFault as exc:
+            raise EmulatorError("kernel fault", self.p.name, core, step, "-", str(exc)) from None
+        missing = set(targets) - set(only)
+        if missing:
+            raise EmulatorError("missing operand", self.p.name, core, step, "-", f"no access at {sorted(missing)}")
+
+    def combine(self, core: int, step: int, ins: Combine) -> None:
+        kernel = self.p.bodies[ins.body]
+        tile = self._tile(ins, kernel)
+        keep = tile.keep_shape()
+        reduced: dict[int, Any] = {}
+        for pos, chunks in ins.partials:
+            red = kernel.body[pos]
+            states = []
+            for comps in chunks:
+                vals = []
+                for lx in comps:
+                    self.check_written(core, lx, step, "partials", None)
+                    vals.append(self.card.view(core, lx).reshape(keep))
+                states.append(tuple(vals))
+            if len(states[0]) != len(partial_dtypes(red)):
+                raise EmulatorError("partials mismatch", self.p.name, core, step, "partials",
+                                    f"{len(states[0])} components for a {red.args[2]} reduction")
+            if ins.into:
+                reduced[pos] = merge_partials(red.args[2], states)
+            else:
+                reduced[pos] = combine_partials(red.args[2], states, torch_dtype(red.args[0]))
+        if ins.into:
+            for pos, comps in ins.into:
+                for value, lx in zip(reduced[pos], comps):
+                    out = self.card.view(core, lx)
+                    out.copy_(value.reshape(out.shape).to(out.dtype))
+                    self.mark(core, lx)
+            return
+        mem = _LxMemory(self, core, ins.operands, step, kernel)
+        evaluate(kernel, mem, tile, phase="finish", reduced=reduced)
+
+    def pe(self, cores: list[int], steps: list[int], instrs: list[Pe]) -> None:
+        ins = instrs[0]
+        where: int | tuple[int, int] = cores[0] if len(cores) == 1 else (cores[0], cores[-1] + 1)
+        for x in (ins.a, ins.b) + ((ins.acc,) if ins.accumulate else ()):
+            self.check_written(where, x, steps[0], "pe operand", None)
+        a = self.card.view(where, ins.a).float()
+        b = self.card.view(where, ins.b).float()
+        acc = self.card.view(where, ins.acc)
+        prod = torch.matmul(a, b)
+        if ins.accumulate:
+            acc += prod
+        else:
+            acc.copy_(prod)
+        self.mark(where, ins.acc)
+
+    def _epoch_of(self, core: int) -> int:
+        return self.core_epoch.get(core, 0)
+
+    # ---------------------------------------------------------- the rounds
+    def run(self) -> None:
+        streams = {c.core: c.instrs for c in self.p.cores if c.instrs}
+        pcs = {c: 0 for c in streams}
+        self.core_epoch: dict[int, int] = defaultdict(int)
+        members: dict[int, set[int]] = defaultdict(set)
+        for c, s in streams.items():
+            for ins in s:
+                if isinstance(ins, Barrier):
+                    members[ins.tag].add(c)
+        waiting: dict[int, set[int]] = defaultdict(set)
+        while pcs:
+            runnable: list[tuple[int, int, Instruction]] = []
+            for c, pc in pcs.items():
+                ins = streams[c][pc]
+                if isinstance(ins, RingRecv) and (ins.tag, c) not in self.mailbox:
+                    continue
+                if isinstance(ins, Barrier):
+                    waiting[ins.tag].add(c)
+                    continue
+                runnable.append((c, pc, ins))
+            released = [t for t, cs in waiting.items() if cs and cs >= members[t]]
+            for t in released:
+                for c in waiting.pop(t):
+                    pcs[c] += 1
+                    self.core_epoch[c] += 1
+            if not runnable and not released:
+                stuck = ", ".join(f"core {c} at step {pc} ({describe(streams[c][pc], self.p.bodies)[0]})"
+                                  for c, pc in list(pcs.items())[:4])
+                raise EmulatorError("deadlock", self.p.name, next(iter(pcs)), pcs[next(iter(pcs))], "-",
+                                    f"no core can proceed: {stuck}")
+            for group in _batches(runnable):
+                self._execute(group)
+                for c, pc, _ in group:
+                    pcs[c] = pc + 1
+            for c in [c for c, pc in pcs.items() if pc >= len(streams[c])]:
+                del pcs[c]
+        if self.mailbox:
+            (tag, peer), _ = next(iter(self.mailbox.items()))
+            raise EmulatorError("ring send without receive", self.p.name, peer, -1, "ring",
+                                f"#{tag} sent to core {peer}, never received")
+        if self.checking:
+            self._dynamic_races()
+
+    def _execute(self, group: list[tuple[int, int, Instruction]]) -> None:
+        c, step, ins = group[0]
+        if isinstance(ins, Vec):
+            self.vec([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
+        elif isinstance(ins, Pe):
+            self.pe([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
+        elif isinstance(ins, DmaLoad) and len(group) > 1 and self._batched_load(group):
+            pass
+        else:
+            for c, step, ins in group:
+                self._one(c, step, ins)
+
+    def _batched_load(self, group: list[tuple[int, int, Instruction]]) -> bool:
+        """Loads of equal shape into the same LX view of consecutive cores, from
+        regions spaced evenly: one strided copy."""
+        loads: list[DmaLoad] = [g[2] for g in group]  # type: ignore[misc]
+        first = loads[0]
+        delta = loads[1].src.offset - first.src.offset
+        if any(ld.src.offset != first.src.offset + k * delta for k, ld in enumerate(loads)) or delta < 0:
+            return False
+        flat = self._dram(first.src.buffer)
+        src = flat.as_strided((len(loads), *first.src.sizes), (delta, *first.src.strides),
+                              flat.storage_offset() + first.src.offset)
+        where = (group[0][0], group[-1][0] + 1)
+        dst = self.card.view(where, first.dst)
+        dst.copy_(src.reshape(dst.shape))
+        self.mark(where, first.dst)
+        return True
+
+    def _one(self, core: int, step: int, ins: Instruction) -> None:
+        if isinstance(ins, DmaLoad):
+            self.dma_load(core, step, ins)
+        elif isinstance(ins, DmaStore):
+            self.dma_store(core, step, ins)
+        elif isinstance(ins, DmaGather):
+            self.dma_gather(core, step, ins)
+        elif isinstance(ins, DmaScatter):
+            self.dma_scatter(core, step, ins)
+        elif isinstance(ins, RingSend):
+            self.ring_send(core, step, ins)
+        elif isinstance(ins, RingRecv):
+            self.ring_recv(core, step, ins)
+        elif isinstance(ins, AddrGen):
+            self.addr_gen(core, step, ins)
+        elif isinstance(ins, Combine):
+            self.combine(core, step, ins)
+        else:
+            raise EmulatorError("unknown instruction", self.p.name, core, step, "-", repr(ins))
+
+    def _dynamic_races(self) -> None:
+        for buf, writes in self.dyn_writes.items():
+            isz = self._dram(buf).element_size()
+            by_epoch: dict[int, list] = defaultdict(list)
+            for core, epoch, idx in writes:
+                by_epoch[epoch].append((core, idx * isz, idx * isz + isz - 1))
+            for epoch, items in by_epoch.items():
+                hit = overlaps(items) if len({c for c, _, _ in items}) > 1 else None
+                if hit:
+                    raise EmulatorError("cross-core write conflict", self.p.name, hit[1], -1, buf,
+                                        f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
+
+
+def _signature(ins: Instruction) -> Any:
+    if isinstance(ins, Vec):
+        return ("vec", ins.body, tuple(b - a for a, b in ins.box), tuple(b - a for a, b in (ins.red or ())),
+                ins.phase, ins.bind, ins.partials, tuple((o.pos, o.kind, o.lx) for o in ins.operands))
+    if isinstance(ins, Pe):
+        return ("pe", ins)
+    if isinstance(ins, DmaLoad):
+        return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, ins.dst)
+    return None
+
+
+def _batches(runnable: list[tuple[int, int, Instruction]]) -> list[list[tuple[int, int, Instruction]]]:
+    """Runs of consecutive cores executing the same step on their own tiles."""
+    out: list[list[tuple[int, int, Instruction]]] = []
+    for item in sorted(runnable, key=lambda t: t[0]):
+        sig = _signature(item[2])
+        if out and sig is not None and out[-1][-1][0] == item[0] - 1 and _signature(out[-1][-1][2]) == sig:
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
+            sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True) -> RunStats:
+    """Run ``p`` on ``card`` over the flat DRAM ``buffers`` (kernel arguments by
+    name; the program's workspace is allocated here). ``checking`` off skips the
+    LX stamp checks (a program already run once with them)."""
+    bufs = dict(buffers)
+    for name, dt, numel in p.workspace:
+        bufs[name] = torch.full((numel,), float("nan"), dtype=torch_dtype(dt)) if torch_dtype(dt).is_floating_point \
+            else torch.zeros(numel, dtype=torch_dtype(dt))
+    peaks = {}
+    if checking:
+        peaks = static_check(p, card.machine, {k: v.numel() for k, v in bufs.items()})
+    epoch = card.new_launch()
+    for r in p.lx_in:
+        lx = r.lx
+        st = card.stamps(r.core, lx)
+        if checking and not bool((st == HELD).all()):
+            raise EmulatorError("read of unwritten LX", p.name, r.core, -1, r.buffer,
+                                f"expects {r.buffer}[{r.lo}:{r.hi}] held in LX at {r.addr}; no earlier kernel left it")
+        st.fill_(epoch)
+    ex = _Execution(p, card, bufs, sizes or {}, checking)
+    ex.run()
+    for r in p.lx_out:
+        card.stamps(r.core, r.lx).fill_(HELD)
+    return RunStats(ex.dynamic_bytes, peaks)

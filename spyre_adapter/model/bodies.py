@@ -1,0 +1,113 @@
+"""What a Kernel IR body's loads and stores depend on: which accesses are
+irregular (an index that is not affine in the loop variables, or that depends
+on loaded data), and the instructions needed to compute an access's index."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import sympy
+
+from spyre_shims import index as sidx
+from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
+
+__all__ = ["Access", "accesses", "index_cone", "indirect_levels"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    """A load or store of a body."""
+
+    pos: int
+    buffer: str
+    index: sympy.Expr
+    store: bool
+    reduced: bool  # store_reduction: indexed by the iteration vars only
+    masked: bool
+    atomic: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def accesses(body: tuple[Instr, ...]) -> tuple[Access, ...]:
+    """Every load and store of a body, in order."""
+    out = []
+    for pos, ins in enumerate(body):
+        if ins.op == "load":
+            out.append(Access(pos, ins.args[0], ins.args[1], False, False, ins.mask is not None, False))
+        elif ins.op in ("store", "store_reduction"):
+            atomic = len(ins.args) > 3 and ins.args[3] == "atomic_add"
+            out.append(Access(pos, ins.args[0], ins.args[1], True, ins.op == "store_reduction", False, atomic))
+    return tuple(out)
+
+
+def _deps(body: tuple[Instr, ...], pos: int) -> set[int]:
+    ins = body[pos]
+    refs: list[int] = []
+    for a in ins.args:
+        for x in (a if isinstance(a, tuple) else (a,)):
+            if isinstance(x, Ref):
+                refs.append(x.id)
+    if ins.mask is not None:
+        refs.append(ins.mask.id)
+    return set(refs)
+
+
+def _definers(body: tuple[Instr, ...]) -> dict[str, int]:
+    """Indirect symbol name -> the ``indirect`` instruction defining it."""
+    return {ins.args[4]: k for k, ins in enumerate(body) if ins.op == "indirect"}
+
+
+@functools.lru_cache(maxsize=4096)
+def index_cone(body: tuple[Instr, ...], positions: tuple[int, ...]) -> frozenset[int]:
+    """The instructions an access's index and mask need (the accesses included):
+    what an address generator evaluates."""
+    defs = _definers(body)
+    need: set[int] = set()
+    todo = []
+    for p in positions:
+        need.add(p)
+        ins = body[p]
+        if ins.mask is not None:
+            todo.append(ins.mask.id)
+        for s in sidx.free_symbols(ins.args[1]):
+            if s.name in defs:
+                todo.append(defs[s.name])
+    while todo:
+        k = todo.pop()
+        if k in need:
+            continue
+        need.add(k)
+        todo.extend(_deps(body, k))
+        ins = body[k]
+        if ins.op in ("load", "index_expr", "check_bounds"):
+            for s in sidx.free_symbols(ins.args[1] if ins.op != "index_expr" else ins.args[0]):
+                if s.name in defs:
+                    todo.append(defs[s.name])
+    return frozenset(need)
+
+
+@functools.lru_cache(maxsize=4096)
+def indirect_levels(body: tuple[Instr, ...]) -> dict[int, int]:
+    """For each access whose index depends on loaded data: its level (1: its
+    index needs only regular loads; k: it needs a level k-1 access's data)."""
+    defs = _definers(body)
+    levels: dict[int, int] = {}
+
+    def level(pos: int) -> int:
+        if pos in levels:
+            return levels[pos]
+        ins = body[pos]
+        syms = [s.name for s in sidx.free_symbols(ins.args[1]) if s.name in defs]
+        if not syms:
+            return 0
+        cone = index_cone(body, (pos,)) - {pos}
+        inner = [level(k) for k in cone if body[k].op == "load" and k != pos]
+        lv = 1 + max((x for x in inner), default=0)
+        levels[pos] = lv
+        return lv
+
+    for a in accesses(body):
+        if level(a.pos):
+            pass
+    return {k: v for k, v in levels.items() if v > 0}

@@ -1,0 +1,576 @@
+"""Spyre programs: the addressed per-core instruction streams the scheduler
+emits and the emulator executes.
+
+A program implements one kernel on the card. Each core runs its own stream of
+typed instructions over its LX scratchpad (byte addresses) and the card's DRAM
+(buffers named by the kernel, addressed in elements):
+
+* :class:`DmaLoad` / :class:`DmaStore` copy a strided DRAM :class:`Region`
+  to / from an LX view (:class:`Lx`); DRAM moves whole 128-byte sticks.
+* :class:`DmaGather` / :class:`DmaScatter` move elements whose DRAM indices a
+  vector step computed into LX (gathers through data-dependent indices).
+* :class:`RingSend` / :class:`RingRecv` copy LX bytes between cores over the
+  ring (a send may multicast to several peers; tags pair them).
+* :class:`Vec` runs one body of Kernel IR over a tile with its loads and
+  stores bound to LX operands; :class:`Combine` merges split-reduction
+  partials; :class:`AddrGen` computes the DRAM indices of irregular accesses.
+* :class:`Pe` multiplies LX tiles on the PE arrays, accumulating in fp32.
+* :class:`Barrier` orders cores' DRAM accesses within the kernel.
+
+Everything is a frozen dataclass; :func:`to_json` / :func:`from_json` round-trip
+a program without evaluating any text, and :func:`listing` prints it like an
+assembly listing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Literal, Union
+
+import torch
+
+from spyre_shims import kernel_ir as kir
+from spyre_shims.ops import torch_dtype
+
+__all__ = [
+    "PROGRAM_VERSION", "Box", "Region", "Lx", "Operand", "DmaLoad", "DmaStore", "DmaGather", "DmaScatter",
+    "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Alloc", "CoreProgram",
+    "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "Plan", "Program", "ProgramFormatError",
+    "to_json", "from_json", "listing", "itemsize",
+]
+
+#: Bumped when the JSON form changes; readers reject other versions.
+PROGRAM_VERSION = 2
+
+#: (start, stop) per dimension.
+Box = tuple[tuple[int, int], ...]
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype name."""
+    return torch.empty((), dtype=torch_dtype(dtype)).element_size()
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """Elements ``offset + sum(j_k * strides[k])`` for ``0 <= j_k < sizes[k]``
+    of DRAM buffer ``buffer`` (element units of the buffer's dtype)."""
+
+    buffer: str
+    offset: int
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        """Elements in the region."""
+        return math.prod(self.sizes)
+
+    def bounds(self) -> tuple[int, int]:
+        """(lowest, highest) element index the region touches (empty: (0, -1))."""
+        if self.numel == 0:
+            return 0, -1
+        lo = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.sizes) if s < 0)
+        hi = self.offset + sum(s * (n - 1) for s, n in zip(self.strides, self.sizes) if s > 0)
+        return lo, hi
+
+
+@dataclasses.dataclass(frozen=True)
+class Lx:
+    """A view of a core's LX scratchpad: element ``j`` (multi-index over
+    ``sizes``) of dtype ``dtype`` lives at byte ``addr + itemsize *
+    sum(j_k * strides[k])``. Strides are non-negative; zero broadcasts."""
+
+    addr: int
+    dtype: str
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        """Elements in the view."""
+        return math.prod(self.sizes)
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return itemsize(self.dtype)
+
+    def byte_range(self) -> tuple[int, int]:
+        """[first byte, one past the last byte] the view covers."""
+        if self.numel == 0:
+            return self.addr, self.addr
+        last = sum(s * (n - 1) for s, n in zip(self.strides, self.sizes))
+        return self.addr, self.addr + (last + 1) * self.itemsize
+
+    @staticmethod
+    def dense(addr: int, dtype: str, sizes: tuple[int, ...]) -> Lx:
+        """A row-major view of ``sizes`` at ``addr``."""
+        strides, acc = [], 1
+        for n in reversed(sizes):
+            strides.insert(0, acc if n > 1 else 0)
+            acc *= n
+        return Lx(addr, dtype, tuple(sizes), tuple(strides))
+
+
+@dataclasses.dataclass(frozen=True)
+class Operand:
+    """Where the load or store at body position ``pos`` finds its data in LX.
+
+    ``window``: ``lx`` is 1-D and holds buffer elements ``[base, base + n)`` in
+    order; the access's own index (minus ``base``) addresses it. ``tile``:
+    ``lx`` is shaped like the tile (reduced stores: reduction dims of size 1),
+    one element per tile point (zero strides broadcast)."""
+
+    pos: int
+    kind: Literal["window", "tile"]
+    lx: Lx
+    base: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaLoad:
+    """DRAM region -> LX view (same element count, in order)."""
+
+    src: Region
+    dst: Lx
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaStore:
+    """LX view -> DRAM region; ``accumulate`` adds into DRAM instead of overwriting."""
+
+    src: Lx
+    dst: Region
+    accumulate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaGather:
+    """``dst[j] = buffer[addrs[j]]`` for ``addrs[j] >= 0`` (int64 indices in LX)."""
+
+    buffer: str
+    addrs: Lx
+    dst: Lx
+
+
+@dataclasses.dataclass(frozen=True)
+class DmaScatter:
+    """``buffer[addrs[j]] (+)= src[j]`` for ``addrs[j] >= 0``."""
+
+    src: Lx
+    buffer: str
+    addrs: Lx
+    accumulate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RingSend:
+    """Send LX bytes to ``peers`` (a multicast around the ring); paired by ``tag``."""
+
+    peers: tuple[int, ...]
+    src: Lx
+    tag: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RingRecv:
+    """Receive what ``peer`` sends with ``tag`` into LX."""
+
+    peer: int
+    dst: Lx
+    tag: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Vec:
+    """Run body ``body`` of the program over the tile ``box`` x ``red`` (None:
+    the whole reduction extent), its loads and stores bound to ``operands``.
+
+    ``phase="partial"`` stops at the reductions and writes their partial states
+    to ``partials`` (per reduction: body position and one LX vector per state
+    component); ``bind`` gives size symbols the body uses (a hand-written
+    kernel's block offsets)."""
+
+    body: int
+    box: Box
+    red: Box | None
+    operands: tuple[Operand, ...]
+    phase: Literal["all", "partial"] = "all"
+    partials: tuple[tuple[int, tuple[Lx, ...]], ...] = ()
+    bind: tuple[tuple[str, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Combine:
+    """Merge the partial states of a split reduction (per reduction: body
+    position and, per chunk in order, its state components), then run the rest
+    of body ``body`` (what follows its reductions) over ``box`` with ``operands``
+    - or, with ``into``, write the merged states there as one partial (a core
+    merging its own chunks before sending them on)."""
+
+    body: int
+    box: Box
+    partials: tuple[tuple[int, tuple[tuple[Lx, ...], ...]], ...]
+    operands: tuple[Operand, ...]
+    into: tuple[tuple[int, tuple[Lx, ...]], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class AddrGen:
+    """Evaluate body ``body`` over the tile far enough to compute the DRAM
+    element index of each irregular access in ``targets`` (body position, LX
+    int64 vector, one per tile point; masked-off points get -1)."""
+
+    body: int
+    box: Box
+    red: Box | None
+    operands: tuple[Operand, ...]
+    targets: tuple[tuple[int, Lx], ...]
+    bind: tuple[tuple[str, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Pe:
+    """``acc (+)= a @ b`` on the PE arrays: 2-D (or batched 3-D) LX views, 16-bit
+    or fp32 operands, fp32 accumulator; ``accumulate=False`` overwrites ``acc``."""
+
+    a: Lx
+    b: Lx
+    acc: Lx
+    accumulate: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Barrier:
+    """Every core whose stream holds barrier ``tag`` waits until all of them reach it."""
+
+    tag: int
+
+
+Instruction = Union[DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen, Pe, Barrier]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alloc:
+    """A named LX range of a core (for listings; the emulator derives LX use from the instructions)."""
+
+    name: str
+    addr: int
+    nbytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CoreProgram:
+    """One core's instruction stream."""
+
+    core: int
+    instrs: tuple[Instruction, ...]
+    allocs: tuple[Alloc, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Resident:
+    """Elements ``[lo, hi)`` of ``buffer`` held in LX of ``core`` at ``addr``
+    across a kernel boundary (left by one kernel, used by a later one)."""
+
+    core: int
+    buffer: str
+    lo: int
+    hi: int
+    addr: int
+    dtype: str
+
+    @property
+    def lx(self) -> Lx:
+        """The held elements as an LX window."""
+        return Lx(self.addr, self.dtype, (self.hi - self.lo,), (1,))
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A work division the planner costed."""
+
+    label: str
+    estimate_ns: float
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopPlan:
+    """How a loop-kernel group is divided: ``row_cores`` contiguous row ranges
+    (or a ``grid`` of per-dimension splits), each reduction split in ``rsplit``
+    chunks; ``tiles`` per core (the most any core has)."""
+
+    row_cores: int
+    rsplit: int
+    rows: int
+    unit_rows: int
+    tiles: int
+    grid: tuple[int, ...] = ()
+    estimate_ns: float = 0.0
+    candidates: tuple[Candidate, ...] = ()
+    workspace: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulPlan:
+    """A matmul core grid (batch x M x N x K), tile and loop order."""
+
+    grid: tuple[int, int, int, int]
+    tile: tuple[int, int, int]
+    order: str
+    share: bool
+    pe_efficiency: float
+    estimate_ns: float
+    candidates: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionPlan:
+    """The hand-written attention kernel's blocking."""
+
+    block_q: int
+    block_kv: int
+    kv_resident: bool
+    units: int
+
+
+Plan = Union[LoopPlan, MatmulPlan, AttentionPlan]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A compiled kernel for the Spyre card.
+
+    ``kernel`` is the Kernel IR it implements (``None`` for a hand-written
+    kernel); ``bodies`` the loop bodies its vector steps run; ``workspace`` the
+    DRAM scratch buffers it needs beyond the kernel's arguments (name, dtype,
+    elements); ``lx_in`` what it expects in LX at launch (left by an earlier
+    kernel), ``lx_out`` what it leaves there for later kernels."""
+
+    name: str
+    kind: Literal["loop", "matmul", "attention"]
+    kernel: Any
+    bodies: tuple[kir.LoopKernel, ...]
+    cores: tuple[CoreProgram, ...]
+    plan: Any
+    sizes: tuple[tuple[str, int], ...] = ()
+    workspace: tuple[tuple[str, str, int], ...] = ()
+    lx_in: tuple[Resident, ...] = ()
+    lx_out: tuple[Resident, ...] = ()
+    version: int = PROGRAM_VERSION
+
+    @property
+    def cores_used(self) -> int:
+        """Cores with at least one instruction."""
+        return sum(1 for c in self.cores if c.instrs)
+
+    def core(self, core: int) -> CoreProgram:
+        """The stream of core ``core``."""
+        for c in self.cores:
+            if c.core == core:
+                return c
+        raise KeyError(core)
+
+
+class ProgramFormatError(ValueError):
+    """A program's JSON is malformed or of another version."""
+
+
+# ------------------------------------------------------------------ JSON
+
+_TYPES: dict[str, type] = {c.__name__: c for c in (
+    Region, Lx, Operand, DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen, Pe,
+    Barrier, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)}
+
+
+def _enc(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out: dict[str, Any] = {"$t": type(obj).__name__}
+        for f in dataclasses.fields(obj):
+            out[f.name] = _enc(getattr(obj, f.name))
+        return out
+    if isinstance(obj, (tuple, list)):
+        return [_enc(x) for x in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot serialise {type(obj).__name__} in a program")
+
+
+def _dec(obj: Any, depth: int = 0) -> Any:
+    if depth > 64:
+        raise ProgramFormatError("program JSON nested too deeply")
+    if isinstance(obj, list):
+        return tuple(_dec(x, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        cls = _TYPES.get(obj.get("$t", ""))
+        if cls is None:
+            raise ProgramFormatError(f"unknown program object type {obj.get('$t')!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = set(obj) - names - {"$t"}
+        if extra:
+            raise ProgramFormatError(f"unknown field(s) {sorted(extra)} of {cls.__name__}")
+        try:
+            return cls(**{k: _dec(v, depth + 1) for k, v in obj.items() if k != "$t"})
+        except TypeError as exc:
+            raise ProgramFormatError(f"bad {cls.__name__}: {exc}") from None
+    return obj
+
+
+def to_json(p: Program) -> str:
+    """Serialise a program (its Kernel IR embedded in the stable JSON form)."""
+    d = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
+    d["kernel"] = json.loads(kir.to_json(p.kernel)) if p.kernel is not None else None
+    d["bodies"] = [json.loads(kir.to_json(b)) for b in p.bodies]
+    doc = {k: (v if k in ("kernel", "bodies") else _enc(v)) for k, v in d.items()}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def from_json(text: str) -> Program:
+    """Inverse of :func:`to_json`; raises :class:`ProgramFormatError` on anything else."""
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProgramFormatError(f"not JSON: {exc}") from None
+    if not isinstance(d, dict):
+        raise ProgramFormatError("a program is a JSON object")
+    if d.get("version") != PROGRAM_VERSION:
+        raise ProgramFormatError(f"program format version {d.get('version')!r}; this reader takes {PROGRAM_VERSION}")
+    names = {f.name for f in dataclasses.fields(Program)}
+    if set(d) != names:
+        raise ProgramFormatError(f"program fields {sorted(set(d) ^ names)} missing or unknown")
+    kernel = kir.from_json(json.dumps(d["kernel"])) if d["kernel"] is not None else None
+    bodies = tuple(kir.from_json(json.dumps(b)) for b in d["bodies"])
+    rest = {k: _dec(v) for k, v in d.items() if k not in ("kernel", "bodies")}
+    return Program(kernel=kernel, bodies=bodies, **rest)
+
+
+# ------------------------------------------------------------------ listing
+
+def _lx(v: Lx) -> str:
+    lo, hi = v.byte_range()
+    shape = "x".join(map(str, v.sizes)) or "1"
+    return f"LX[{lo:#08x}:{hi:#08x}] {v.dtype}[{shape}]"
+
+
+def _region(r: Region) -> str:
+    lo, hi = r.bounds()
+    shape = "x".join(map(str, r.sizes)) or "1"
+    return f"{r.buffer}[{lo}..{hi}] {shape}/{','.join(map(str, r.strides))}"
+
+
+def _box(box: Box | None) -> str:
+    return "x".join(f"{a}:{b}" for a, b in box) if box else "-"
+
+
+def describe(ins: Instruction, bodies: tuple[kir.LoopKernel, ...] = ()) -> tuple[str, str, str]:
+    """(mnemonic, what the step reads, what it writes) of one instruction."""
+    if isinstance(ins, DmaLoad):
+        return "dma.ld", _region(ins.src), _lx(ins.dst)
+    if isinstance(ins, DmaStore):
+        return ("dma.st+" if ins.accumulate else "dma.st"), _lx(ins.src), _region(ins.dst)
+    if isinstance(ins, DmaGather):
+        return "dma.gather", f"{ins.buffer}[@{_lx(ins.addrs)}]", _lx(ins.dst)
+    if isinstance(ins, DmaScatter):
+        return ("dma.scatter+" if ins.accumulate else "dma.scatter"), _lx(ins.src), f"{ins.buffer}[@{_lx(ins.addrs)}]"
+    if isinstance(ins, RingSend):
+        return f"ring.send ->{','.join(map(str, ins.peers))} #{ins.tag}", _lx(ins.src), ""
+    if isinstance(ins, RingRecv):
+        return f"ring.recv <-{ins.peer} #{ins.tag}", "", _lx(ins.dst)
+    if isinstance(ins, Barrier):
+        return f"barrier #{ins.tag}", "", ""
+    if isinstance(ins, Pe):
+        return "pe.mma" + ("+" if ins.accumulate else ""), f"{_lx(ins.a)} @ {_lx(ins.b)}", _lx(ins.acc)
+    name = bodies[ins.body].name if ins.body < len(bodies) else f"body{ins.body}"
+    if isinstance(ins, (Vec, AddrGen)):
+        ops = [o for o in ins.operands]
+        body = bodies[ins.body] if ins.body < len(bodies) else None
+        reads = [_lx(o.lx) for o in ops if body is None or body.body[o.pos].op == "load"]
+        writes = [_lx(o.lx) for o in ops if body is not None and body.body[o.pos].op != "load"]
+        if isinstance(ins, AddrGen):
+            writes = [_lx(t) for _, t in ins.targets]
+            return f"vec.agen {name} {_box(ins.box)}", "; ".join(reads), "; ".join(writes)
+        if ins.phase == "partial":
+            writes += [_lx(x) for _, comps in ins.partials for x in comps]
+        return f"vec.{ins.phase} {name} {_box(ins.box)}|{_box(ins.red)}", "; ".join(reads), "; ".join(writes)
+    if isinstance(ins, Combine):
+        reads = [_lx(x) for _, chunks in ins.partials for comps in chunks for x in comps]
+        writes = [_lx(o.lx) for o in ins.operands] + [_lx(x) for _, comps in ins.into for x in comps]
+        return f"vec.{'merge' if ins.into else 'combine'} {name} {_box(ins.box)}", "; ".join(reads), "; ".join(writes)
+    raise TypeError(f"not an instruction: {ins!r}")
+
+
+def listing(p: Program, max_instrs: int | None = None) -> str:
+    """An assembly-style listing: the plan, then per core each step with what it
+    reads and writes (``max_instrs`` per core, default all)."""
+    lines = [f"; program {p.name} ({p.kind}) on {p.cores_used} core(s): {p.plan}"]
+    for r in p.lx_in:
+        lines.append(f"; lx_in  core {r.core}: {r.buffer}[{r.lo}:{r.hi}] at {r.addr:#08x}")
+    for r in p.lx_out:
+        lines.append(f"; lx_out core {r.core}: {r.buffer}[{r.lo}:{r.hi}] at {r.addr:#08x}")
+    for c in p.cores:
+        if not c.instrs:
+            continue
+        lines.append(f"core {c.core}:")
+        for a in c.allocs:
+            lines.append(f"  .alloc {a.name:<24} {a.addr:#08x} {a.nbytes} B")
+        shown = c.instrs if max_instrs is None else c.instrs[:max_instrs]
+        for n, ins in enumerate(shown):
+            op, rd, wr = describe(ins, p.bodies)
+            lines.append(f"  {n:5d}  {op:<40} {rd:<60} -> {wr}")
+        if max_instrs is not None and len(c.instrs) > max_instrs:
+            lines.append(f"  ... {len(c.instrs) - max_instrs} more")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ what a step touches
+
+def lx_accesses(ins: Instruction, bodies: tuple[kir.LoopKernel, ...]) -> tuple[list[Lx], list[Lx]]:
+    """(LX views the instruction reads, LX views it writes)."""
+    if isinstance(ins, DmaLoad):
+        return [], [ins.dst]
+    if isinstance(ins, DmaStore):
+        return [ins.src], []
+    if isinstance(ins, DmaGather):
+        return [ins.addrs], [ins.dst]
+    if isinstance(ins, DmaScatter):
+        return [ins.src, ins.addrs], []
+    if isinstance(ins, RingSend):
+        return [ins.src], []
+    if isinstance(ins, RingRecv):
+        return [], [ins.dst]
+    if isinstance(ins, Pe):
+        return ([ins.a, ins.b, ins.acc] if ins.accumulate else [ins.a, ins.b]), [ins.acc]
+    if isinstance(ins, Barrier):
+        return [], []
+    body = bodies[ins.body].body
+    if isinstance(ins, Vec):
+        reads = [o.lx for o in ins.operands if body[o.pos].op == "load"]
+        writes = [o.lx for o in ins.operands if body[o.pos].op != "load"]
+        writes += [x for _, comps in ins.partials for x in comps]
+        return reads, writes
+    if isinstance(ins, AddrGen):
+        return [o.lx for o in ins.operands], [t for _, t in ins.targets]
+    if isinstance(ins, Combine):
+        reads = [x for _, chunks in ins.partials for comps in chunks for x in comps]
+        writes = [o.lx for o in ins.operands if body[o.pos].op != "load"]
+        reads += [o.lx for o in ins.operands if body[o.pos].op == "load"]
+        writes += [x for _, comps in ins.into for x in comps]
+        return reads, writes
+    raise TypeError(f"not an instruction: {ins!r}")
+
+
+def dram_accesses(ins: Instruction) -> tuple[list[Region | str], list[Region | str]]:
+    """(DRAM regions the instruction reads, regions it writes); a buffer name
+    stands for a data-dependent set of its elements (gathers, scatters)."""
+    if isinstance(ins, DmaLoad):
+        return [ins.src], []
+    if isinstance(ins, DmaStore):
+        return ([ins.dst] if ins.accumulate else []), [ins.dst]
+    if isinstance(ins, DmaGather):
+        return [ins.buffer], []
+    if isinstance(ins, DmaScatter):
+        return ([ins.buffer] if ins.accumulate else []), [ins.buffer]
+    return [], []

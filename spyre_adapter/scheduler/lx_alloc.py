@@ -1,0 +1,211 @@
+"""LX allocation: every operand a core's program uses gets a byte range of that
+core's scratchpad for the instructions between its first and last use.
+
+Planners build instructions over symbolic :class:`Slot` s; :func:`allocate`
+assigns addresses by a linear scan over the stream (first fit, stick aligned)
+and rewrites the instructions with concrete :class:`~spyre_adapter.model.program.Lx`
+views. A slot may be kept until a later instruction (``hold_until``) so the next
+tile's loads land elsewhere and overlap with this tile's compute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from ..model.program import (AddrGen, Alloc, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Lx, Operand, Pe,
+                             RingRecv, RingSend, Vec)
+
+__all__ = ["Slot", "SlotView", "LxFull", "Arena", "allocate"]
+
+
+class LxFull(RuntimeError):
+    """The operands live at one point of a core's stream do not fit its LX."""
+
+
+class Slot:
+    """A symbolic LX byte range of one core."""
+
+    __slots__ = ("name", "nbytes", "first", "last", "hold_until", "addr", "fixed")
+
+    def __init__(self, name: str, nbytes: int, fixed: int | None = None) -> None:
+        self.name = name
+        self.nbytes = max(int(nbytes), 1)
+        self.first = -1
+        self.last = -1
+        self.hold_until = -1
+        self.addr = fixed if fixed is not None else -1
+        self.fixed = fixed is not None
+
+    def use(self, index: int) -> None:
+        """Record a use by instruction ``index`` of the core's stream."""
+        if self.first < 0 or index < self.first:
+            self.first = index
+        self.last = max(self.last, index)
+
+    def view(self, dtype: str, sizes: Sequence[int], strides: Sequence[int] | None = None, offset: int = 0) -> SlotView:
+        """A typed view at byte ``offset`` of the slot (row-major strides by default)."""
+        if strides is None:
+            strides, acc = [], 1
+            for n in reversed(sizes):
+                strides.insert(0, acc if n > 1 else 0)
+                acc *= n
+        return SlotView(self, offset, dtype, tuple(int(s) for s in sizes), tuple(int(s) for s in strides))
+
+    def __repr__(self) -> str:
+        return f"Slot({self.name}, {self.nbytes} B @ {self.addr})"
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotView:
+    """An :class:`Lx` whose address is a slot's plus ``offset`` (known after allocation)."""
+
+    slot: Slot
+    offset: int
+    dtype: str
+    sizes: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def resolve(self) -> Lx:
+        """The concrete view."""
+        assert self.slot.addr >= 0, f"slot {self.slot.name} not allocated"
+        return Lx(self.slot.addr + self.offset, self.dtype, self.sizes, self.strides)
+
+    def sub(self, offset_elems: int, sizes: Sequence[int], strides: Sequence[int], itemsize: int) -> SlotView:
+        """A view ``offset_elems`` elements into this one."""
+        return SlotView(self.slot, self.offset + offset_elems * itemsize, self.dtype, tuple(sizes), tuple(strides))
+
+
+class Arena:
+    """First-fit byte ranges in ``[0, capacity)`` aligned to ``align``."""
+
+    def __init__(self, capacity: int, align: int, reserved: Sequence[tuple[int, int]] = ()) -> None:
+        self.capacity, self.align = capacity, align
+        self.used: list[tuple[int, int]] = sorted(reserved)
+        self.peak = max((hi for _, hi in self.used), default=0)
+
+    def take(self, nbytes: int) -> int:
+        size = -(-nbytes // self.align) * self.align
+        at = 0
+        for lo, hi in self.used:
+            if lo - at >= size:
+                break
+            at = max(at, -(-hi // self.align) * self.align)
+        if at + size > self.capacity:
+            raise LxFull(f"{nbytes} B do not fit ({self.capacity} B usable, {self.in_use()} B in use)")
+        self.used.append((at, at + size))
+        self.used.sort()
+        self.peak = max(self.peak, at + size)
+        return at
+
+    def place(self, lo: int, hi: int) -> None:
+        self.used.append((lo, hi))
+        self.used.sort()
+        self.peak = max(self.peak, hi)
+
+    def give(self, addr: int) -> None:
+        self.used = [(lo, hi) for lo, hi in self.used if lo != addr]
+
+    def in_use(self) -> int:
+        return sum(hi - lo for lo, hi in self.used)
+
+
+def _r(v: Any) -> Any:
+    return v.resolve() if isinstance(v, SlotView) else v
+
+
+def _ops(ops: tuple) -> tuple:
+    return tuple(Operand(o.pos, o.kind, _r(o.lx), o.base) if isinstance(o.lx, SlotView) else o for o in ops)
+
+
+def _comps(items: tuple) -> tuple:
+    return tuple((p, tuple(_r(x) for x in comps)) for p, comps in items)
+
+
+def _resolve(ins: Any) -> Any:
+    """``ins`` with every slot view replaced by its concrete LX view."""
+    t = type(ins)
+    if t is DmaLoad:
+        return DmaLoad(ins.src, _r(ins.dst))
+    if t is DmaStore:
+        return DmaStore(_r(ins.src), ins.dst, ins.accumulate)
+    if t is DmaGather:
+        return DmaGather(ins.buffer, _r(ins.addrs), _r(ins.dst))
+    if t is DmaScatter:
+        return DmaScatter(_r(ins.src), ins.buffer, _r(ins.addrs), ins.accumulate)
+    if t is RingSend:
+        return RingSend(ins.peers, _r(ins.src), ins.tag)
+    if t is RingRecv:
+        return RingRecv(ins.peer, _r(ins.dst), ins.tag)
+    if t is Pe:
+        return Pe(_r(ins.a), _r(ins.b), _r(ins.acc), ins.accumulate)
+    if t is Vec:
+        return Vec(ins.body, ins.box, ins.red, _ops(ins.operands), ins.phase, _comps(ins.partials), ins.bind)
+    if t is AddrGen:
+        return AddrGen(ins.body, ins.box, ins.red, _ops(ins.operands),
+                       tuple((p, _r(x)) for p, x in ins.targets), ins.bind)
+    if t is Combine:
+        return Combine(ins.body, ins.box, tuple((p, tuple(tuple(_r(x) for x in comps) for comps in chunks))
+                                                for p, chunks in ins.partials),
+                       _ops(ins.operands), _comps(ins.into))
+    return ins
+
+
+def _views(ins: Any) -> list[Any]:
+    """Every view an instruction names (slot views or concrete)."""
+    t = type(ins)
+    if t is DmaLoad:
+        return [ins.dst]
+    if t is DmaStore:
+        return [ins.src]
+    if t is DmaGather:
+        return [ins.addrs, ins.dst]
+    if t is DmaScatter:
+        return [ins.src, ins.addrs]
+    if t is RingSend:
+        return [ins.src]
+    if t is RingRecv:
+        return [ins.dst]
+    if t is Pe:
+        return [ins.a, ins.b, ins.acc]
+    if t is Vec:
+        return [o.lx for o in ins.operands] + [x for _, comps in ins.partials for x in comps]
+    if t is AddrGen:
+        return [o.lx for o in ins.operands] + [x for _, x in ins.targets]
+    if t is Combine:
+        return [o.lx for o in ins.operands] + [x for _, ch in ins.partials for comps in ch for x in comps] + \
+            [x for _, comps in ins.into for x in comps]
+    return []
+
+
+def allocate(instrs: Sequence[Any], capacity: int, align: int,
+             reserved: Sequence[tuple[int, int]] = ()) -> tuple[tuple[Any, ...], tuple[Alloc, ...], int]:
+    """Assign every slot the instructions use an address (live from its first to
+    its last use, or its ``hold_until``); returns the concrete instructions, the
+    allocation table and the peak byte. Raises :class:`LxFull`."""
+    slots: dict[int, Slot] = {}
+    for i, ins in enumerate(instrs):
+        for v in _views(ins):
+            if isinstance(v, SlotView):
+                s = v.slot
+                s.use(i)
+                slots[id(s)] = s
+    starts: dict[int, list[Slot]] = {}
+    ends: dict[int, list[Slot]] = {}
+    arena = Arena(capacity, align, reserved)
+    for s in slots.values():
+        if s.fixed:
+            arena.place(s.addr, s.addr + s.nbytes)
+            continue
+        starts.setdefault(s.first, []).append(s)
+        ends.setdefault(max(s.last, s.hold_until), []).append(s)
+    table: list[Alloc] = []
+    for i in range(len(instrs)):
+        for s in sorted(starts.get(i, ()), key=lambda s: -s.nbytes):
+            s.addr = arena.take(s.nbytes)
+            table.append(Alloc(s.name, s.addr, s.nbytes))
+        for s in ends.get(i, ()):
+            arena.give(s.addr)
+    out = tuple(_resolve(ins) for ins in instrs)
+    return out, tuple(table), arena.peak

@@ -1,0 +1,356 @@
+"""Addressed Spyre programs for the matmul family: a core grid (batch x M x N x
+K) with its tiles walked in one of three loop orders.
+
+Per output tile a core accumulates ``acc (+)= A_k @ B_k`` in an fp32 LX tile
+over K steps of ``tk``; A and B slices stream through LX (a stationary panel of
+one of them stays for the whole pass in orders "a" and "b"). Cores that need
+the same operand slice (the same rows of A for every core of a grid row, the
+same columns of B for a grid column) load one part each and exchange the rest
+over the ring. A K split sends fp32 partial tiles to the first core of the K
+group, which adds them. An epilogue vector step turns the accumulator into the
+output dtype (alpha, beta and bias of addmm applied) before it is stored."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import sympy
+
+from spyre_shims.kernel_ir import BufferSpec, ExternKernel
+from spyre_shims.reference import concrete
+
+from ..machine import Machine
+from ..model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region, RingRecv,
+                             RingSend, Vec, itemsize)
+from .lx_alloc import Slot, SlotView, allocate
+from .step_bodies import accumulate, epilogue
+
+__all__ = ["build"]
+
+
+class _View:
+    """A matmul operand's logical view over its flat buffer (batch, rows, cols)."""
+
+    def __init__(self, spec: BufferSpec, sizes: Mapping[sympy.Symbol, int]) -> None:
+        self.name = spec.name
+        self.dtype = spec.dtype
+        self.size = [concrete(x, sizes) for x in spec.size]
+        self.stride = [concrete(x, sizes) for x in spec.stride]
+        self.offset = concrete(spec.offset, sizes)
+        if len(self.size) == 2:
+            self.size, self.stride = [1] + self.size, [0] + self.stride
+        elif len(self.size) == 1:
+            self.size, self.stride = [1, 1] + self.size, [0, 0] + self.stride
+
+    def region(self, b: int, r0: int, r1: int, c0: int, c1: int) -> Region:
+        """Rows [r0, r1) x cols [c0, c1) of batch ``b`` (a broadcast dim reads index 0)."""
+        sb, sr, sc = self.stride
+        b = b if self.size[0] > 1 else 0
+        r0, r1 = (r0, r1) if self.size[1] > 1 else (0, 1)
+        off = self.offset + b * sb + r0 * sr + c0 * sc
+        return Region(self.name, off, (r1 - r0, c1 - c0), (sr if r1 - r0 > 1 else 0, sc if c1 - c0 > 1 else 0))
+
+
+def _ext(total: int, block: int, i: int) -> tuple[int, int]:
+    return min(total, i * block), min(total, (i + 1) * block)
+
+
+class _Emitter:
+    def __init__(self, kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int],
+                 share: bool) -> None:
+        self.k, self.s, self.g, self.m, self.share = kernel, s, g, m, share
+        bias = kernel.op in ("addmm", "baddbmm")
+        self.a = _View(kernel.inputs[-2], sizes)
+        self.b = _View(kernel.inputs[-1], sizes)
+        self.bias = _View(kernel.inputs[0], sizes) if bias else None
+        self.out = _View(kernel.output, sizes)
+        self.alpha = float(kernel.attr("alpha", 1)) if bias else 1.0
+        self.beta = float(kernel.attr("beta", 1)) if bias else 0.0
+        self.instrs: dict[int, list[Any]] = {}
+        self.tag = 0
+        self.bodies: list[Any] = []
+        self.body_index: dict[Any, int] = {}
+
+    def body(self, lk: Any) -> int:
+        if lk not in self.body_index:
+            self.body_index[lk] = len(self.bodies)
+            self.bodies.append(lk)
+        return self.body_index[lk]
+
+    def next_tag(self) -> int:
+        self.tag += 1
+        return self.tag
+
+    def build(self, name: str, sizes: Mapping[sympy.Symbol, int], plan: MatmulPlan) -> Program:
+        s, g, m = self.s, self.g, self.m
+        bb, mb, nb, kb = _per_core(s, g, m)
+        coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
+        core_of = {c: n for n, c in enumerate(coords)}
+        blocks = {}
+        for c, (ib, im, in_, ik) in enumerate(coords):
+            blocks[c] = (_ext(s.batch, bb, ib), _ext(s.m, mb, im), _ext(s.n, nb, in_), _ext(s.k, kb, ik))
+
+        def shape(c: int) -> tuple[int, ...]:
+            return tuple(hi - lo for lo, hi in blocks[c])
+
+        # Cores share an operand slice only with cores that walk the same tiles.
+        a_groups, b_groups = {}, {}
+        for c, (ib, im, in_, ik) in enumerate(coords):
+            if not min(shape(c)) > 0:
+                continue
+            if self.share:
+                a_groups[c] = [core_of[(ib, im, j, ik)] for j in range(g.gn) if shape(core_of[(ib, im, j, ik)]) == shape(c)]
+                b_groups[c] = [core_of[(ib, j, in_, ik)] for j in range(g.gm) if shape(core_of[(ib, j, in_, ik)]) == shape(c)]
+            else:
+                a_groups[c], b_groups[c] = [c], [c]
+        streams = {c: self.core_steps(c, blocks[c], coords[c]) for c in blocks if min(shape(c)) > 0}
+        for c in streams:
+            self.instrs[c] = []
+        n_steps = max((len(v) for v in streams.values()), default=0)
+        self.slots: dict[tuple[int, Any], Slot] = {}
+        for t in range(n_steps):
+            for c in sorted(streams):
+                if t < len(streams[c]):
+                    self.emit(c, streams[c][t], a_groups, b_groups, coords, core_of, streams, t)
+        cores = []
+        for c in range(m.cores):
+            instrs = self.instrs.get(c, [])
+            if not instrs:
+                cores.append(CoreProgram(c, ()))
+                continue
+            out, table, _ = allocate(instrs, m.lx_usable_bytes, m.stick_bytes)
+            cores.append(CoreProgram(c, out, table))
+        return Program(name, "matmul", self.k, tuple(self.bodies), tuple(cores), plan,
+                       tuple((str(k), v) for k, v in sizes.items()))
+
+    # ---------------------------------------------------------- per-core step lists
+    def core_steps(self, c: int, block: Any, coord: Any) -> list[tuple]:
+        """The core's steps in order: ("a"|"b", batch, tile, k-step, first) loads,
+        ("pe", ...) multiply-accumulates and ("done", batch, m-tile, n-tile) ends
+        of output tiles. Cores of a sharing group get identical sequences."""
+        g, s = self.g, self.s
+        (b0, b1), (r0, r1), (c0, c1), (k0, k1) = block
+        tm, tn, tk = min(g.tm, r1 - r0), min(g.tn, c1 - c0), min(g.tk, k1 - k0)
+        mts = [(r0 + i, min(tm, r1 - r0 - i)) for i in range(0, r1 - r0, tm)]
+        nts = [(c0 + i, min(tn, c1 - c0 - i)) for i in range(0, c1 - c0, tn)]
+        kts = [(k0 + i, min(tk, k1 - k0 - i)) for i in range(0, k1 - k0, tk)]
+        pairs = [(mt, nt) for nt in nts for mt in mts] if g.order == "b" else [(mt, nt) for mt in mts for nt in nts]
+        steps: list[tuple] = []
+        for bi in range(b0, b1):
+            seen_a: set[int] = set()
+            seen_b: set[int] = set()
+            for mt, nt in pairs:
+                for ki, kt in enumerate(kts):
+                    if g.order != "a" or mt[0] not in seen_a:
+                        steps.append(("a", bi, mt, kt, ki))
+                    if g.order != "b" or nt[0] not in seen_b:
+                        steps.append(("b", bi, kt, nt, ki))
+                    steps.append(("pe", bi, mt, nt, kt, ki))
+                seen_a.add(mt[0])
+                seen_b.add(nt[0])
+                steps.append(("done", bi, mt, nt))
+        return steps
+
+    # ---------------------------------------------------------- emitting
+    def slot(self, c: int, key: Any, nbytes: int, name: str, hold: bool = False) -> Slot:
+        sl = self.slots.get((c, key))
+        if sl is None:
+            sl = Slot(name, nbytes)
+            self.slots[(c, key)] = sl
+        return sl
+
+    def operand_view(self, c: int, which: str, bi: int, tile: tuple, ktile: tuple) -> SlotView:
+        """The LX view of an A (rows x k) or B (k x cols) slice; stationary panels
+        keep every k slice of their tile."""
+        s, g = self.s, self.g
+        isz = s.isz
+        dt = self.a.dtype if which == "a" else self.b.dtype
+        (t0, tlen), (k0, klen) = tile, ktile
+        stationary = (which == "a" and g.order == "a") or (which == "b" and g.order == "b")
+        if stationary:
+            blk = self.kblock(c)
+            kk = blk[1] - blk[0]
+            key = (which, "panel", bi, t0)
+            sl = self.slot(c, key, tlen * kk * isz, f"{which.upper()} panel")
+            if which == "a":
+                return sl.view(dt, (tlen, klen), (kk, 1), (k0 - blk[0]) * isz)
+            return sl.view(dt, (klen, tlen), (tlen, 1), (k0 - blk[0]) * tlen * isz)
+        # streamed slices: two buffers alternate (the next slice loads during this step's multiply)
+        n = self.counter(c, which)
+        key = (which, "stream", n)
+        nbytes = tlen * klen * isz
+        sl = Slot(f"{which.upper()} slice", nbytes)
+        self.slots[(c, key)] = sl
+        return sl.view(dt, (tlen, klen) if which == "a" else (klen, tlen))
+
+    def counter(self, c: int, which: str) -> int:
+        key = (c, "n_" + which)
+        n = self.slots.get(key, 0)  # type: ignore[arg-type]
+        self.slots[key] = n + 1  # type: ignore[assignment]
+        return n  # type: ignore[return-value]
+
+    def kblock(self, c: int) -> tuple[int, int]:
+        return self._kblocks[c]
+
+    def emit(self, c: int, step: tuple, a_groups: dict, b_groups: dict, coords: list, core_of: dict,
+             streams: dict, t: int) -> None:
+        ins = self.instrs[c]
+        kind = step[0]
+        if kind in ("a", "b"):
+            _, bi, t1, t2, ki = step
+            tile, ktile = (t1, t2) if kind == "a" else (t2, t1)
+            view = self.operand_view(c, kind, bi, tile, ktile)
+            self.current[(c, kind)] = view
+            group = (a_groups if kind == "a" else b_groups)[c]
+            if len(group) == 1:
+                ins.append(DmaLoad(self.region(kind, bi, tile, ktile), view))
+                return
+            # This core loads its part of the slice; the group exchanges parts over the ring.
+            rows = view.sizes[0]
+            me = group.index(c)
+            for j, owner in enumerate(group):
+                a0, a1 = rows * j // len(group), rows * (j + 1) // len(group)
+                if a1 <= a0:
+                    continue
+                part = view.sub(a0 * view.strides[0], (a1 - a0, view.sizes[1]), view.strides, self.s.isz)
+                tag = self.group_tag(kind, group, t, j)
+                if owner == c:
+                    ins.append(DmaLoad(self.region(kind, bi, tile, ktile, (a0, a1)), part))
+                    others = tuple(x for x in group if x != c)
+                    ins.append(RingSend(others, part, tag))
+                else:
+                    ins.append(RingRecv(owner, part, tag))
+            return
+        if kind == "pe":
+            _, bi, mt, nt, kt, ki = step
+            acc = self.acc_view(c, bi, mt, nt)
+            a = self.current[(c, "a")] if self.g.order != "a" else self.operand_view_existing(c, "a", bi, mt, kt)
+            b = self.current[(c, "b")] if self.g.order != "b" else self.operand_view_existing(c, "b", bi, nt, kt)
+            ins.append(Pe(a, b, acc, ki > 0))
+            for view in (a, b, acc):
+                self.keep_previous(c, view.slot, len(ins) - 1)
+            return
+        _, bi, mt, nt = step
+        self.finish(c, bi, mt, nt, coords, core_of)
+
+    def operand_view_existing(self, c: int, which: str, bi: int, tile: tuple, ktile: tuple) -> SlotView:
+        """A slice of a stationary panel already loaded (or being loaded) this pass."""
+        s = self.s
+        dt = self.a.dtype if which == "a" else self.b.dtype
+        blk = self.kblock(c)
+        kk = blk[1] - blk[0]
+        sl = self.slots[(c, (which, "panel", bi, tile[0]))]
+        (t0, tlen), (k0, klen) = tile, ktile
+        if which == "a":
+            return sl.view(dt, (tlen, klen), (kk, 1), (k0 - blk[0]) * s.isz)
+        return sl.view(dt, (klen, tlen), (tlen, 1), (k0 - blk[0]) * tlen * s.isz)
+
+    def keep_previous(self, c: int, slot: Slot, index: int) -> None:
+        """Double buffering: the slot used before this one (for the same role)
+        stays allocated until this one is first used, so their transfers overlap."""
+        role = slot.name
+        prev = self.previous.get((c, role))
+        if prev is not None and prev is not slot:
+            prev.hold_until = max(prev.hold_until, index)
+        self.previous[(c, role)] = slot
+
+    def group_tag(self, kind: str, group: list[int], t: int, j: int) -> int:
+        key = (kind, tuple(group), t, j)
+        if key not in self.tags:
+            self.tags[key] = self.next_tag()
+        return self.tags[key]
+
+    def region(self, kind: str, bi: int, tile: tuple, ktile: tuple, part: tuple[int, int] | None = None) -> Region:
+        (t0, tlen), (k0, klen) = tile, ktile
+        if kind == "a":
+            r0, r1 = (t0 + part[0], t0 + part[1]) if part else (t0, t0 + tlen)
+            return self.a.region(bi, r0, r1, k0, k0 + klen)
+        r0, r1 = (k0 + part[0], k0 + part[1]) if part else (k0, k0 + klen)
+        return self.b.region(bi, r0, r1, t0, t0 + tlen)
+
+    def acc_view(self, c: int, bi: int, mt: tuple, nt: tuple) -> SlotView:
+        key = ("acc", bi, mt[0], nt[0])
+        sl = self.slots.get((c, key))
+        if sl is None:
+            sl = Slot("acc", mt[1] * nt[1] * 4)
+            self.slots[(c, key)] = sl
+        return sl.view("float32", (mt[1], nt[1]))
+
+    def finish(self, c: int, bi: int, mt: tuple, nt: tuple, coords: list, core_of: dict) -> None:
+        """The end of an output tile: K-split partials to the first K core and
+        added there; the epilogue; the store."""
+        ins = self.instrs[c]
+        g = self.g
+        ib, im, in_, ik = coords[c]
+        acc = self.acc_view(c, bi, mt, nt)
+        if g.gk > 1:
+            kcores = [core_of[(ib, im, in_, j)] for j in range(g.gk) if (ib, im, in_, j) in core_of]
+            kcores = [x for x in kcores if x in self.instrs]
+            if c != kcores[0]:
+                tag = self.k_tags.setdefault((kcores[0], bi, mt[0], nt[0], c), self.next_tag())
+                ins.append(RingSend((kcores[0],), acc, tag))
+                return
+            for other in kcores[1:]:
+                tag = self.k_tags.setdefault((c, bi, mt[0], nt[0], other), self.next_tag())
+                part = Slot("partial sums", mt[1] * nt[1] * 4).view("float32", (mt[1] * nt[1],))
+                ins.append(RingRecv(other, part, tag))
+                flat = acc.slot.view("float32", (mt[1] * nt[1],))
+                body = self.body(accumulate(mt[1] * nt[1]))
+                ins.append(Vec(body, ((0, mt[1] * nt[1]),), None,
+                               (Operand(0, "window", flat), Operand(1, "window", part), Operand(3, "window", flat))))
+        s = self.s
+        out_dt = self.out.dtype
+        bias_kind = s.bias if (self.bias is not None and self.beta != 0) else ""
+        lk = epilogue(mt[1], nt[1], out_dt, self.alpha, self.beta, bias_kind)
+        body = self.body(lk)
+        operands = [Operand(0, "window", acc.slot.view("float32", (mt[1] * nt[1],)))]
+        if bias_kind:
+            pos = next(p for p, x in enumerate(lk.body) if x.op == "load" and x.args[0] == "bias")
+            if bias_kind == "row":
+                region = self.bias.region(bi, 0, 1, nt[0], nt[0] + nt[1])  # type: ignore[union-attr]
+                n = nt[1]
+            else:
+                region = self.bias.region(bi, mt[0], mt[0] + mt[1], nt[0], nt[0] + nt[1])  # type: ignore[union-attr]
+                n = mt[1] * nt[1]
+            bview = Slot("bias", n * itemsize(self.bias.dtype)).view(self.bias.dtype, (n,))  # type: ignore[union-attr]
+            ins.append(DmaLoad(region, bview.sub(0, region.sizes, _dense(region.sizes), itemsize(self.bias.dtype))))  # type: ignore[union-attr]
+            operands.append(Operand(pos, "window", bview))
+        out_slot = Slot("out tile", mt[1] * nt[1] * itemsize(out_dt))
+        out_view = out_slot.view(out_dt, (mt[1] * nt[1],))
+        operands.append(Operand(len(lk.body) - 1, "window", out_view))
+        ins.append(Vec(body, ((0, mt[1]), (0, nt[1])), None, tuple(sorted(operands, key=lambda o: o.pos))))
+        self.keep_previous(c, out_slot, len(ins) - 1)
+        region = self.out.region(bi, mt[0], mt[0] + mt[1], nt[0], nt[0] + nt[1])
+        ins.append(DmaStore(out_slot.view(out_dt, region.sizes), region))
+
+
+def _dense(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(sizes):
+        strides.insert(0, acc if n > 1 else 0)
+        acc *= n
+    return tuple(strides)
+
+
+def _per_core(s: Any, g: Any, m: Machine) -> tuple[int, int, int, int]:
+    from .matmul import _per_core as per_core
+
+    return per_core(s, g, m)
+
+
+def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+          share: bool, plan: MatmulPlan) -> Program:
+    """The program of matmul ``kernel`` on grid ``g``; raises
+    :class:`~.lx_alloc.LxFull` when its tiles do not fit."""
+    e = _Emitter(kernel, s, g, m, sizes, share)
+    e.current = {}
+    e.previous = {}
+    e.tags = {}
+    e.k_tags = {}
+    bb, mb, nb, kb = _per_core(s, g, m)
+    coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
+    e._kblocks = {c: _ext(s.k, kb, co[3]) for c, co in enumerate(coords)}
+    return e.build(name, sizes, plan)
