@@ -16,7 +16,7 @@ import torch  # noqa: E402
 
 import spyre_adapter  # noqa: E402,F401
 
-from spyre_adapter.report import REPORT  # noqa: E402
+from spyre_adapter.context import current  # noqa: E402
 from spyre_shims.runtime import reset_compiled  # noqa: E402
 
 TOLERANCES = {
@@ -29,8 +29,8 @@ TOLERANCES = {
 @pytest.fixture
 def report():
     """The device report, emptied for the test."""
-    REPORT.reset()
-    yield REPORT
+    current().report.reset()
+    yield current().report
 
 
 @pytest.fixture(autouse=True)

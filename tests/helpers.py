@@ -11,7 +11,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from spyre_shims.backend import FallbackWarning
-from spyre_adapter.report import REPORT
+from spyre_adapter.context import current
 
 
 def to_device(x: Any, device: str) -> Any:
@@ -36,7 +36,7 @@ def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: f
     """Compiled-on-spyre result equals CPU eager within tolerance; every output
     came back on the host; at least one device kernel ran."""
     expected = fn(*args)
-    launches_before = REPORT.launch_count
+    launches_before = current().report.launch_count
     got, fallbacks = run_compiled(fn, args)
     if not allow_fallback:
         assert not fallbacks, f"unexpected fallback: {fallbacks}"
@@ -51,5 +51,5 @@ def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: f
                 torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
             else:
                 assert torch.equal(g, e)
-    assert REPORT.launch_count > launches_before or fallbacks, "no device kernel ran"
+    assert current().report.launch_count > launches_before or fallbacks, "no device kernel ran"
     return fallbacks

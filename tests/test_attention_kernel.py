@@ -11,6 +11,14 @@ import torch
 import torch.nn.functional as F
 
 from spyre_adapter import attention
+from spyre_adapter.backend import plan
+from spyre_adapter.emulator import metrics
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model import timing
+from spyre_adapter.model.program import DmaLoad
+from spyre_adapter.model.rules import static_check
+from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_shims.kernels import registered_kernels
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
@@ -44,11 +52,17 @@ def test_flash_kernel_matches_the_generic_path(shape, dtype, tol, causal, report
     assert any(launch.name.startswith("attention[") for launch in report.launches)
 
 
-def test_flash_numerics_equal_reference_blockwise() -> None:
+@pytest.mark.parametrize("cores", [1, 3, 32])
+def test_the_executed_program_is_the_attention(cores: int) -> None:
+    """The kernel's numbers come from running its program: query and key blocks,
+    the running softmax and the PE steps, on any number of cores."""
     q, k, v = _qkv(2, 2, 130, 260, 16, torch.float32)
-    for block in (1, 7, 64, 512):
-        torch.testing.assert_close(attention.flash(q, k, v, True, 0.3, block), attention.reference(q, k, v, True, 0.3),
-                                   atol=1e-5, rtol=1e-5)
+    m = DEFAULT.replace(cores=cores)
+    s = attention.shape_of(q.shape, k.shape, v.shape, True, "float32")
+    p = attention.plan(s, m, 0.3)
+    out = torch.empty(2, 2, 130, 16)
+    execute(p, {"q": q.reshape(-1), "k": k.reshape(-1), "v": v.reshape(-1), "out": out.view(-1)}, Card(m))
+    torch.testing.assert_close(out, attention.reference(q, k, v, True, 0.3), atol=1e-5, rtol=1e-5)
 
 
 def test_calls_the_kernel_does_not_handle_take_the_generic_path(report) -> None:
@@ -85,31 +99,27 @@ def test_registration_is_through_the_stable_api() -> None:
 def test_kernel_reads_every_kv_block_it_uses(causal: bool, cores: int) -> None:
     """K/V kept in LX between query blocks of a head: a causal block needs one more
     K/V block than the previous one, which must still be read (rho >= 1)."""
-    from spyre_adapter.emulator import metrics, timing
-    from spyre_adapter.machine import DEFAULT
-
     m = DEFAULT.replace(cores=cores)
     s = attention.Shape(batch=1, heads=2, lq=1024, lk=1024, d=128, isz=2, causal=causal)
     p = attention.plan(s, m)
-    k_read = sum(i.bytes for st in p.cores for i in st.instrs if i.op == "dma_in" and i.buffer == "k")
+    k_read = sum(region_sticks(i.src, 2) * 128 for st in p.cores for i in st.instrs
+                 if isinstance(i, DmaLoad) and i.src.buffer == "k")
     head = s.lk * s.d * s.isz
     if cores <= 2:  # every head's query blocks on one core: its K is read exactly once
-        assert p.division["kv_resident"] and k_read == s.heads * head
+        assert p.plan.kv_resident and k_read == s.heads * head
     assert k_read >= s.heads * head
-    assert metrics.compute(p, timing.simulate(p, m), m).rho >= 1.0
+    tl = timing.simulate(p, m)
+    assert metrics.compute(p, tl, m, compulsory_bytes(p.kernel, None, {}), 0).rho >= 1.0
 
 
 def test_the_recorded_call_plans_as_the_hand_written_program() -> None:
-    """The graph records the kernel as an extern call named ``attention``: planning
-    it gives the kernel's own program (not a matmul of two of its operands)."""
-    from spyre_adapter.backend import plan
-    from spyre_adapter.emulator import checks
-    from spyre_adapter.machine import DEFAULT
-
+    """The graph records the kernel as an extern call named ``attention`` with its
+    scalar arguments by name: planning it gives the kernel's own program."""
     q, k, v = _qkv(1, 4, 256, 256, 64, torch.float16)
     _, kernels, _ = _compiled(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), [q, k, v])
     (call,) = [kk for kk in kernels if getattr(kk, "op", "") == "attention"]
+    assert call.attr("causal") is True and call.attr("scale") == pytest.approx(1 / 8)
     p = plan(call, DEFAULT, {})
-    checks.check_program(p, DEFAULT, {})
+    static_check(p, DEFAULT, {"q": q.numel(), "k": k.numel(), "v": v.numel(), "out": q.numel()})
     expected = attention.plan(attention.Shape(1, 4, 256, 256, 64, 2, True), DEFAULT)
-    assert p.division == expected.division and p.compulsory_bytes == expected.compulsory_bytes
+    assert p.plan == expected.plan and p.cores == expected.cores

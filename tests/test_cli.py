@@ -28,7 +28,7 @@ def test_run_llama_block_reports_check_and_device(tmp_path: Path) -> None:
     assert data["passed"] and data["device"]["kernels_generated"] >= 10
     assert data["device"]["fallbacks"] == {} and data["device"]["modeled_device_ns"] > 0
     kinds = {k["kind"] for k in data["kernels"]}
-    assert kinds == {"loop", "matmul"}
+    assert kinds == {"loop", "matmul", "attention"}
     events = json.loads(trace.read_text())["traceEvents"]
     cores = {e["pid"] for e in events if e.get("cat") in ("dma_in", "compute")}
     assert len(cores) > 1 and any(e.get("cat") == "kernel" for e in events)

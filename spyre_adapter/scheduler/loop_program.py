@@ -145,6 +145,15 @@ class _Window:
 
 
 @dataclasses.dataclass
+class _Packed:
+    """A strided DRAM region gathered into a dense LX tile (``view``: dims in region order)."""
+
+    region: Region
+    view: SlotView
+    scope: str = "tile"
+
+
+@dataclasses.dataclass
 class _Geom:
     kind: str  # "affine" | "static" | "indirect" | "empty"
     lo: int = 0
@@ -162,9 +171,10 @@ class _Core:
         self.core = core
         self.instrs: list[Any] = []
         self.windows: list[_Window] = []
+        self.packed: list[_Packed] = []
         self.slots: dict[str, list[Slot]] = {"task": [], "tile": []}
         self.held: dict[str, list[Slot]] = {"task": [], "tile": []}
-        self.partials: dict[tuple[int, int, int], tuple[SlotView, ...]] = {}
+        self.partials: dict[tuple[Any, ...], tuple[SlotView, ...]] = {}
         self.stored: dict[str, list[tuple[int, int]]] = defaultdict(list)
 
     def find(self, buffer: str, lo: int, hi: int) -> _Window | None:
@@ -176,6 +186,8 @@ class _Core:
     def drop(self, buffer: str, lo: int, hi: int) -> None:
         """Forget windows holding stale copies of elements [lo, hi) of ``buffer``."""
         self.windows = [w for w in self.windows if not (w.buffer == buffer and w.lo < hi and lo < w.hi)]
+        self.packed = [x for x in self.packed
+                       if not (x.region.buffer == buffer and x.region.bounds()[0] < hi and lo <= x.region.bounds()[1])]
 
     def stored_covers(self, buffer: str, lo: int, hi: int) -> bool:
         return any(a <= lo and hi <= b for a, b in self.stored.get(buffer, ()))
@@ -191,6 +203,7 @@ class _Core:
         self.slots[scope] = []
         drop = {"task"} if scope == "task" else {"task", "tile"}
         self.windows = [w for w in self.windows if w.scope not in drop]
+        self.packed = [x for x in self.packed if x.scope not in drop]
 
 
 class _Builder:
@@ -358,7 +371,7 @@ class _Builder:
                         name = str(dt).removeprefix("torch.")
                         slot = self.slot(core, f"partial {lk.name}@{pos}#{chunk}", points * itemsize(name), "none")
                         comps.append(slot.view(name, (points,)))
-                    core.partials[(k, pos, chunk)] = tuple(comps)
+                    core.partials[(k, pos, chunk, box)] = tuple(comps)
                     partials.append((pos, tuple(comps)))
         core.instrs.append(Vec(k, box, red, tuple(operands[p] for p in sorted(operands)),  # type: ignore[arg-type]
                                phase, tuple(partials)))  # type: ignore[arg-type]
@@ -398,8 +411,13 @@ class _Builder:
         span = g.hi - g.lo
         dense = g.kind == "static" or span <= g.touched + 2 * max(1, self.stick // isz) or span * isz <= 4096
         if not dense and g.kind == "affine" and all(c >= 0 for c in g.coeffs):
+            region = self.packed_region(src, g)
+            hit = next((x for x in reversed(core.packed) if x.region == region), None)
+            if hit is not None and (view := self.tile_view(hit, g)) is not None:
+                return Operand(acc.pos, "tile", view)  # type: ignore[arg-type]
             packed, view = self.packed(core, buf, g, "in")
-            core.instrs.append(DmaLoad(self.packed_region(src, g), packed))  # type: ignore[arg-type]
+            core.instrs.append(DmaLoad(region, packed))  # type: ignore[arg-type]
+            core.packed.append(_Packed(region, packed, self.scope))
             return Operand(acc.pos, "tile", view)  # type: ignore[arg-type]
         lo, hi = self.window_bounds(buf, g.lo, g.hi)
         scope = "persistent" if (k, acc.pos) in self.invariant else self.scope
@@ -417,6 +435,21 @@ class _Builder:
         dense = slot.view(dt, tuple(g.shape[k] for k in dims))
         strides = dict(zip(dims, dense.strides))
         return dense, SlotView(slot, 0, dt, g.shape, tuple(strides.get(k, 0) for k in range(len(g.shape))))
+
+    @staticmethod
+    def tile_view(hit: _Packed, g: _Geom) -> SlotView | None:
+        """A tile-shaped view of an already packed region for an access that reads
+        the same elements (each of its dims maps to the region dim of equal stride)."""
+        by_stride = {st: k for k, st in enumerate(hit.region.strides)}
+        strides = []
+        for n, c in zip(g.shape, g.coeffs):
+            if c == 0 or n == 1:
+                strides.append(0)
+            elif c in by_stride and hit.region.sizes[by_stride[c]] == n:
+                strides.append(hit.view.strides[by_stride[c]])
+            else:
+                return None
+        return SlotView(hit.view.slot, hit.view.offset, hit.view.dtype, g.shape, tuple(strides))
 
     @staticmethod
     def packed_region(src: str, g: _Geom) -> Region:
@@ -452,7 +485,9 @@ class _Builder:
             if g.touched == numel:
                 core.drop(buf, g.lo, g.hi)
                 dense, view = self.packed(core, buf, g, "out")
-                return Operand(acc.pos, "tile", view), (dense, self.packed_region(self.dram_name(buf), g)), None  # type: ignore[arg-type]
+                region = self.packed_region(self.dram_name(buf), g)
+                core.packed.append(_Packed(region, dense, self.scope))
+                return Operand(acc.pos, "tile", view), (dense, region), None  # type: ignore[arg-type]
         if local and not self.d.phased:
             raise NeedsPhases(f"{buf}: an irregular store of a group-internal buffer")
         view = self.slot(core, f"{buf} scatter", numel * isz).view(dt, g.shape)
@@ -586,15 +621,15 @@ class _Builder:
             parts = []
             into = []
             for p in reds:
-                chunks = [core.partials.pop((k, p, j * d.chunks_per_core + q)) for q in range(d.chunks_per_core)
-                          if (k, p, j * d.chunks_per_core + q) in core.partials]
+                chunks = [core.partials.pop((k, p, j * d.chunks_per_core + q, box)) for q in range(d.chunks_per_core)
+                          if (k, p, j * d.chunks_per_core + q, box) in core.partials]
                 if not chunks:
                     continue
                 merged = tuple(self.slot(core, f"partial {lk.name}@{p} core {c}", x.slot.nbytes, "none")
                                .view(x.dtype, x.sizes) for x in chunks[0])
                 parts.append((p, tuple(chunks)))
                 into.append((p, merged))
-                core.partials[(k, p, ("merged", j))] = merged  # type: ignore[index]
+                core.partials[(k, p, ("merged", j), box)] = merged  # type: ignore[index]
             if parts:
                 core.instrs.append(Combine(k, box, tuple(parts), (), tuple(into)))  # type: ignore[arg-type]
 
@@ -613,7 +648,7 @@ class _Builder:
                 keys = [("merged", j)] if d.chunks_per_core > 1 else [j]
                 for ch in keys:
                     for p in reds:
-                        comps = core.partials.pop((k, p, ch), None)  # type: ignore[arg-type]
+                        comps = core.partials.pop((k, p, ch, box), None)  # type: ignore[arg-type]
                         if comps is None:
                             continue
                         if c != cores[0]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import sympy
 
@@ -23,7 +23,7 @@ from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 
 from ..machine import Machine
-from ..model.program import CoreProgram, MatmulPlan, Program
+from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import simulate
 from .analysis import itemsize
@@ -246,7 +246,8 @@ class MatmulUnplannable(RuntimeError):
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-                share: bool = True, max_cores: int | None = None, naive: bool = False) -> Program:
+                share: bool = True, max_cores: int | None = None, naive: bool = False,
+                a_held: Sequence[Resident] = ()) -> Program:
     """Schedule a matmul-family extern kernel: the closed form ranks every grid
     that fits, the best few are built, checked against the hardware rules and
     simulated, and the fastest wins.
@@ -254,6 +255,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     ``naive`` is the benchmark's "even split" baseline: the output divided
     evenly over every core, 64x64x64 tiles, no operand shared over the ring,
     no stationary operand and no K split (each tile re-reads its operands).
+    ``a_held``: the A operand's rows an earlier kernel left in LX (see
+    :mod:`.residency`); A is then streamed from there, never from DRAM.
     """
     s = shape_of(kernel, sizes)
     if min(s.batch, s.m, s.n) == 0:
@@ -270,14 +273,14 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     for g, c in ranked:
         if tried == REFINE or len(reasons) > 3 * REFINE:
             break
-        if not _stick_exclusive(kernel, s, g, m, sizes):
+        if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and g.order == "a"):
             continue
         bb, mb, nb, kb = _per_core(s, g, m)
         eff = m.pe_efficiency(min(g.tm, mb))
         plan = MatmulPlan((g.gb, g.gm, g.gn, g.gk), (min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)), g.order,
                           share and not naive, round(eff, 3), round(c.total_ns, 1), len(ranked))
         try:
-            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan)
+            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan, a_held)
             static_check(prog, m, numels)
         except (LxFull, EmulatorError) as exc:
             reasons.append(str(exc))

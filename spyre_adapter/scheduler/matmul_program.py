@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -23,8 +23,8 @@ from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import concrete
 
 from ..machine import Machine
-from ..model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region, RingRecv,
-                             RingSend, Vec, itemsize)
+from ..model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region, Resident,
+                             RingRecv, RingSend, Vec, itemsize)
 from .lx_alloc import Slot, SlotView, allocate
 from .step_bodies import accumulate, epilogue
 
@@ -108,7 +108,7 @@ class _Emitter:
                 a_groups[c], b_groups[c] = [c], [c]
         streams = {c: self.core_steps(c, blocks[c], coords[c]) for c in blocks if min(shape(c)) > 0}
         for c in streams:
-            self.instrs[c] = []
+            self.instrs.setdefault(c, [])
         n_steps = max((len(v) for v in streams.values()), default=0)
         self.slots: dict[tuple[int, Any], Slot] = {}
         for t in range(n_steps):
@@ -124,7 +124,7 @@ class _Emitter:
             out, table, _ = allocate(instrs, m.lx_usable_bytes, m.stick_bytes)
             cores.append(CoreProgram(c, out, table))
         return Program(name, "matmul", self.k, tuple(self.bodies), tuple(cores), plan,
-                       tuple((str(k), v) for k, v in sizes.items()))
+                       tuple((str(k), v) for k, v in sizes.items()), lx_in=tuple(self.a_held))
 
     # ---------------------------------------------------------- per-core step lists
     def core_steps(self, c: int, block: Any, coord: Any) -> list[tuple]:
@@ -199,6 +199,10 @@ class _Emitter:
              streams: dict, t: int) -> None:
         ins = self.instrs[c]
         kind = step[0]
+        if kind == "a" and self.a_held:
+            _, bi, tile, ktile, ki = step
+            self.held_a(c, bi, tile, ktile, t, coords, core_of, streams)
+            return
         if kind in ("a", "b"):
             _, bi, t1, t2, ki = step
             tile, ktile = (t1, t2) if kind == "a" else (t2, t1)
@@ -235,6 +239,48 @@ class _Emitter:
             return
         _, bi, mt, nt = step
         self.finish(c, bi, mt, nt, coords, core_of)
+
+    def held_a(self, c: int, bi: int, tile: tuple, ktile: tuple, t: int, coords: list, core_of: dict,
+               streams: dict) -> None:
+        """A rows an earlier kernel left in the LX of the core that computed them:
+        used in place there, sent over the ring to the other cores that need them
+        at this step (one multicast per holder and slice)."""
+        (t0, tlen), (k0, klen) = tile, ktile
+        holder = next((r for r in self.a_held if r.lo <= t0 * self.kdim + k0
+                       and (t0 + tlen - 1) * self.kdim + k0 + klen <= r.hi), None)
+        if holder is None:
+            view = self.operand_view(c, "a", bi, tile, ktile)
+            self.current[(c, "a")] = view
+            self.instrs[c].append(DmaLoad(self.region("a", bi, tile, ktile), view))
+            return
+        ib, im, _, ik = coords[c]
+        group = [core_of[(ib, im, j, ik)] for j in range(self.g.gn)
+                 if core_of[(ib, im, j, ik)] in streams and len(streams[core_of[(ib, im, j, ik)]]) > t
+                 and streams[core_of[(ib, im, j, ik)]][t][:4] == ("a", bi, tile, ktile)]
+        key = (t, tuple(group), holder.core)
+        if key in self.held_done:
+            return
+        self.held_done.add(key)
+        isz = self.s.isz
+        off = (t0 * self.kdim + k0 - holder.lo) * isz
+        src = SlotView(self.held_slot(holder), off, self.a.dtype, (tlen, klen), (self.kdim, 1))
+        receivers = [x for x in group if x != holder.core]
+        if holder.core in group:
+            self.current[(holder.core, "a")] = src
+        if receivers:
+            tag = self.next_tag()
+            self.instrs.setdefault(holder.core, []).append(RingSend(tuple(receivers), src, tag))
+            for x in receivers:
+                view = self.operand_view(x, "a", bi, tile, ktile)
+                self.current[(x, "a")] = view
+                self.instrs[x].append(RingRecv(holder.core, view, tag))
+
+    def held_slot(self, r: Any) -> Slot:
+        key = ("held", r.core)
+        if key not in self.held_slots:
+            self.held_slots[key] = Slot(f"{r.buffer}[{r.lo}:{r.hi}] held", (r.hi - r.lo) * itemsize(r.dtype),
+                                        fixed=r.addr)
+        return self.held_slots[key]
 
     def operand_view_existing(self, c: int, which: str, bi: int, tile: tuple, ktile: tuple) -> SlotView:
         """A slice of a stationary panel already loaded (or being loaded) this pass."""
@@ -342,10 +388,15 @@ def _per_core(s: Any, g: Any, m: Machine) -> tuple[int, int, int, int]:
 
 
 def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-          share: bool, plan: MatmulPlan) -> Program:
+          share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = ()) -> Program:
     """The program of matmul ``kernel`` on grid ``g``; raises
-    :class:`~.lx_alloc.LxFull` when its tiles do not fit."""
-    e = _Emitter(kernel, s, g, m, sizes, share)
+    :class:`~.lx_alloc.LxFull` when its tiles do not fit. ``a_held``: shares of
+    the A operand an earlier kernel left in LX (each a run of whole rows)."""
+    e = _Emitter(kernel, s, g, m, sizes, share and not a_held)
+    e.a_held = list(a_held)
+    e.held_done = set()
+    e.held_slots = {}
+    e.kdim = s.k
     e.current = {}
     e.previous = {}
     e.tags = {}

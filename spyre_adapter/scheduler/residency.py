@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import KernelGroup
+from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
 from ..machine import Machine
 from ..model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
@@ -32,6 +32,7 @@ from ..model.timing import simulate
 from .loop_program import Hold
 from .loops import Division, Residency, SchedulingError, plan_group
 from .lx_alloc import LxFull
+from .matmul import MatmulUnplannable, plan_matmul
 
 __all__ = ["Decision", "plan_residency", "summary"]
 
@@ -102,6 +103,31 @@ def _replan(p: Program, m: Machine, cons: _Constraints) -> Program:
     return q
 
 
+def _a_operand(kernel: Any, buf: str) -> int | None:
+    """K when ``buf`` is exactly the row-major 2-D A operand of a matmul (and nothing else of it)."""
+    if not isinstance(kernel, ExternKernel) or kernel.op not in ("mm", "addmm") or kernel.inputs[-2].name != buf:
+        return None
+    if any(b.name == buf for b in (*kernel.inputs[:-2], kernel.inputs[-1])):
+        return None
+    a = kernel.inputs[-2]
+    if len(a.size) != 2 or a.offset != 0 or tuple(int(x) for x in a.stride) != (int(a.size[1]), 1):
+        return None
+    return int(a.size[1])
+
+
+def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine) -> Program | None:
+    """The matmul re-planned to stream its A rows from the cores holding them,
+    if that removes every DRAM read of A."""
+    k = _a_operand(q.kernel, buf)
+    if k is None or any(r.lo % k or r.hi % k for r in residents):
+        return None
+    try:
+        r = plan_matmul(q.kernel, m, {sidx.index_symbol(n): v for n, v in q.sizes}, q.name, a_held=residents)
+    except (MatmulUnplannable, LxFull, EmulatorError):
+        return None
+    return None if _loads(r, buf) else r
+
+
 def _sim(p: Program, m: Machine) -> float:
     return simulate(p, m, keep_events=False).total_ns
 
@@ -118,22 +144,55 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
     base = {k: _sim(p, m) for k, p in enumerate(progs) if p is not None}
     decisions: list[Decision] = []
     for i, p in enumerate(list(progs)):
-        if p is None or p.kind != "loop" or not isinstance(p.kernel, KernelGroup) or p.plan.rsplit > 1:
+        if p is None or p.kind != "loop" or not isinstance(p.kernel, KernelGroup):
             continue
         written = sorted(b.name for b in p.kernel.buffers if b.role in ("output", "inout"))
         for buf in written:
-            got = _keep(progs, cons, base, i, buf, outputs, m, reads)
-            if got is not None:
-                new_progs, new_cons, made = got
-                progs, cons = new_progs, new_cons
+            best = None
+            for division in _producer_options(progs[i], cons[i]):  # type: ignore[arg-type]
+                got = _keep(progs, cons, base, i, buf, outputs, m, reads, division)
+                if got is not None and (best is None or got[3] > best[3]):
+                    best = got
+            if best is not None:
+                progs, cons, made, _, times = best
+                base.update(times)
                 decisions += made
     return progs, decisions
 
 
+#: Divisions of a producer tried per kept buffer (each is re-planned and simulated).
+MAX_PRODUCER_OPTIONS = 3
+
+
+def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
+    """The producer's own division when it holds whole rows (no reduction split),
+    and the cheapest few divisions that do (so one core holds each row block)."""
+    own = cons.division or _division(p)
+    out = [own] if own.rsplit == 1 else []
+    if cons.keep or cons.lx_in:
+        return out  # already shaped by an earlier decision: keep it
+    for cand in sorted(p.plan.candidates, key=lambda c: c.estimate_ns):
+        cores, rsplit = (int(x) for x in cand.label.split("x"))
+        d = Division(cores, rsplit)
+        if rsplit == 1 and d not in out:
+            out.append(d)
+        if len(out) > MAX_PRODUCER_OPTIONS:
+            break
+    return out
+
+
 def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int, float], i: int, buf: str,
-          outputs: set[str], m: Machine, reads: Sequence[set[str]]) -> tuple[list, list, list[Decision]] | None:
+          outputs: set[str], m: Machine, reads: Sequence[set[str]],
+          division: Division) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
     p = progs[i]
     assert p is not None
+    if division != _division(p):
+        c0 = cons[i].copy()
+        c0.division = division
+        try:
+            p = _replan(p, m, c0)
+        except (SchedulingError, LxFull, EmulatorError):
+            return None
     readers = [j for j in range(i + 1, len(progs)) if buf in reads[j]]
     shares = _shares(p, buf)
     if not readers or not shares:
@@ -155,7 +214,16 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     served: list[int] = []
     for j in readers:
         q = progs[j]
-        if q is None or q.kind != "loop" or any(progs[x] is None for x in range(i + 1, j)):
+        if q is None or any(progs[x] is None for x in range(i + 1, j)):
+            break
+        if q.kind == "matmul":
+            r = _matmul_reader(q, buf, residents, m)
+            if r is None:
+                break
+            trial[j] = r
+            served.append(j)
+            continue
+        if q.kind != "loop":
             break
         c = trial_cons[j].copy()
         c.lx_in += residents
@@ -186,7 +254,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     elide = len(served) == len(readers) and buf not in outputs
     keep_c = trial_cons[i].copy()
     keep_c.keep[buf] = {c: dataclasses.replace(h, store=not elide) for c, h in holds.items()}
-    keep_c.division = _division(p)
+    keep_c.division = division
     try:
         trial[i] = _replan(p, m, keep_c)
         trial_cons[i] = keep_c
@@ -206,14 +274,13 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     except (SchedulingError, LxFull, EmulatorError):
         return None
     changed = [x for x in range(i, last + 1) if trial[x] is not progs[x]]
-    gain = sum(base[x] - _sim(trial[x], m) for x in changed)  # type: ignore[arg-type]
+    new_times = {x: _sim(trial[x], m) for x in changed}  # type: ignore[arg-type]
+    gain = sum(base[x] - new_times[x] for x in changed)
     if gain <= 0:
         return None
-    for x in changed:
-        base[x] = _sim(trial[x], m)  # type: ignore[arg-type]
     per_core = {c: (h.hi - h.lo) * isz for c, h in holds.items()}
     made = [Decision(buf, p.name, trial[j].name, per_core, elide) for j in served]  # type: ignore[union-attr]
-    return trial, trial_cons, made
+    return trial, trial_cons, made, gain, new_times
 
 
 def summary(decisions: Sequence[Decision]) -> dict[str, Any]:
