@@ -29,6 +29,7 @@ the next tile ends, so the next tile's loads overlap this tile's compute.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,7 @@ from ..model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGat
 from .analysis import _mask_bounds, boxes
 from .lx_alloc import LxFull, Slot, SlotView, allocate
 
-__all__ = ["LoopDivision", "Hold", "build", "NeedsPhases", "Unbuildable"]
+__all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "NeedsPhases", "Unbuildable"]
 
 
 class NeedsPhases(Exception):
@@ -66,13 +67,20 @@ class LoopDivision:
     ``row_cores`` row groups each take a contiguous run of rows in units of
     ``unit`` rows; each row group has ``rsplit`` cores, each running
     ``chunks_per_core`` consecutive chunks of every row's reduction (and of the
-    columns of the kernels that follow it). ``tile_rows``: rows per tile."""
+    columns of the kernels that follow it). ``tile_rows``: rows per tile.
+    A ``grid`` division instead cuts each iteration dimension of a group of
+    equal-shaped pointwise kernels into pieces (whole sticks in the innermost),
+    one box per core, tiled into boxes of at most ``tile_points`` points."""
 
     row_cores: int
     rsplit: int = 1
     chunks_per_core: int = 1
     tile_rows: int = 0
     phased: bool = False
+    #: per iteration dim, how many pieces (a grid division; rows then unused)
+    grid: tuple[int, ...] = ()
+    #: grid divisions: iteration points per tile
+    tile_points: int = 0
 
     @property
     def chunks(self) -> int:
@@ -80,7 +88,7 @@ class LoopDivision:
 
     @property
     def used(self) -> int:
-        return self.row_cores * self.rsplit
+        return math.prod(self.grid) if self.grid else self.row_cores * self.rsplit
 
 
 # ------------------------------------------------------------------ geometry
@@ -699,6 +707,34 @@ class _Builder:
                 core.drop(buf, w.lo, w.hi)
                 core.windows.append(_Window(buf, w.lo, w.hi, v, "tile"))
 
+    # ---------------------------------------------------------- grid divisions
+    def run_grid(self) -> None:
+        """Each core one box of the (shared) iteration space, walked in tiles."""
+        d = self.d
+        shape = self.infos[0].ranges
+        if any(info.ranges != shape or info.red for info in self.infos):
+            raise Unbuildable("a grid division needs pointwise kernels of one shape")
+        per_dim = [chunk_bounds(n, g, 128 if k == len(shape) - 1 else 1) for k, (n, g) in enumerate(zip(shape, d.grid))]
+        # Rows that are not whole sticks: cores cutting the innermost dim share
+        # sticks at row ends, so each cut of it runs in its own phase (barriers).
+        rows_padded = all(shape[-1] * itemsize(self.dtypes[a.buffer]) % self.stick == 0
+                          for info in self.infos for a in accesses(info.kernel.body) if a.store)
+        phases = 1 if rows_padded else d.grid[-1]
+        tags = [self.next_tag() for _ in range(phases - 1)]
+        for c, idx in enumerate(itertools.product(*[range(g) for g in d.grid])):
+            box = tuple((b[j], b[j + 1]) for b, j in zip(per_dim, idx))
+            phase = idx[-1] if phases > 1 else 0
+            core = self.core(c)
+            for t in tags[:phase]:
+                core.instrs.append(Barrier(t))
+            if all(hi > lo for lo, hi in box):
+                for tile in split_box(box, max(1, d.tile_points)):
+                    for k in range(len(self.infos)):
+                        self.task(c, k, tile, None, "all", 0)
+                    core.end("tile")
+            for t in tags[phase:]:
+                core.instrs.append(Barrier(t))
+
     # ---------------------------------------------------------- phased execution
     def run_phases(self) -> None:
         """Each kernel over every core's rows, intermediates through DRAM, a
@@ -726,7 +762,9 @@ class _Builder:
     # ---------------------------------------------------------- assembling
     def build(self, name: str, plan_fields: dict[str, Any]) -> Program:
         self.find_invariant()
-        if self.d.phased:
+        if self.d.grid:
+            self.run_grid()
+        elif self.d.phased:
             self.run_phases()
         else:
             self.run_tiles()
@@ -773,6 +811,29 @@ class _Builder:
             for i, ins in enumerate(core.instrs):
                 out.extend(changes.get(i, [ins]))
             core.instrs = out
+
+
+def split_box(box: Box, max_points: int) -> list[Box]:
+    """``box`` cut into boxes of at most ``max_points`` points: along its outermost
+    dimension first (whole sticks when the innermost one is cut)."""
+    points = math.prod(hi - lo for lo, hi in box)
+    if points <= max_points:
+        return [box]
+    for k, (lo, hi) in enumerate(box):
+        n = hi - lo
+        if n <= 1:
+            continue
+        inner = math.prod(b - a for a, b in box[k + 1:])
+        if inner <= max_points or k == len(box) - 1:
+            step = max(1, max_points // max(inner, 1))
+            if k == len(box) - 1:
+                step = max(128, step // 128 * 128)
+            return [box[:k] + ((a, min(hi, a + step)),) + box[k + 1:] for a in range(lo, hi, step)]
+        out = []
+        for a in range(lo, hi):
+            out += split_box(box[:k] + ((a, a + 1),) + box[k + 1:], max_points)
+        return out
+    return [box]
 
 
 def _numel(op: Operand) -> int:

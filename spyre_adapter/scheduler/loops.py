@@ -28,6 +28,7 @@ from ..model.rules import EmulatorError, static_check
 from ..model.program import Resident
 from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build
 from .lx_alloc import LxFull
+from spyre_shims import index as sidx
 from spyre_shims.reference import concrete
 from .analysis import (Intervals, LoopInfo, access_footprint, analyse, itemsize, merged, stick_intervals,
                        union_bytes, union_footprint)
@@ -445,6 +446,12 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
             return _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
         except (LxFull, Unbuildable, EmulatorError) as exc:
             reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
+    if residency is None and force is None:
+        for grid in grid_divisions(gm, m):
+            try:
+                return _build_grid(gm, m, grid, name, sizes, cand)
+            except (LxFull, Unbuildable, EmulatorError) as exc:
+                reasons.append(f"grid {'x'.join(map(str, grid))}: {exc}")
     raise SchedulingError(f"kernel {name}: no division fits the machine ({m.cores} cores, "
                           f"{m.lx_usable_bytes} B usable LX): " + "; ".join(reasons[:3]))
 
@@ -495,4 +502,67 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
             raise
         workspace = {n: k for n, _, k in p.workspace}
         static_check(p, m, {**numels, **workspace})
+        return p
+
+
+def grid_divisions(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
+    """Per-dimension splits of a group of equal-shaped pointwise kernels that keep
+    every core's span of every tensor within the machine's limit (the fewest
+    splits that do, then as many cores as the shape allows)."""
+    shape = gm.infos[0].ranges if gm.infos else ()
+    if not shape or any(i.ranges != shape or i.red for i in gm.infos):
+        return []
+    accs = [(a.acc, a.acc.itemsize) for a in gm.accesses]
+    affs = []
+    for acc, isz in accs:
+        vars_ = list(gm.infos[0].kernel.index_vars()[0])
+        aff = sidx.affine(acc.expr, vars_)
+        if aff is None:
+            return []
+        affs.append(([abs(c) for c in aff[1]], isz))
+    split = [1] * len(shape)
+
+    def ext(k: int) -> int:
+        return -(-shape[k] // split[k])
+
+    def worst() -> tuple[int, list[int], int]:
+        spans = [(sum(c * (ext(k) - 1) for k, c in enumerate(co)) + 1) * isz for co, isz in affs]
+        j = max(range(len(spans)), key=lambda x: spans[x])
+        return spans[j], affs[j][0], affs[j][1]
+
+    while True:
+        span, co, _ = worst()
+        if span <= m.span_bytes_per_core:
+            break
+        k = max(range(len(shape)), key=lambda x: co[x] * (ext(x) - 1))
+        if ext(k) <= 1 or math.prod(split) * 2 > m.cores:
+            return []
+        split[k] *= 2
+    out = [tuple(split)]
+    more = list(split)
+    for k in range(len(shape)):
+        while math.prod(more) * 2 <= m.cores and -(-shape[k] // (more[k] * 2)) >= (128 if k == len(shape) - 1 else 1):
+            more[k] *= 2
+    if tuple(more) != out[0]:
+        out.insert(0, tuple(more))
+    return out
+
+
+def _build_grid(gm: GroupModel, m: Machine, grid: tuple[int, ...], name: str, sizes: Mapping[sympy.Symbol, int],
+                cand: tuple[Candidate, ...]) -> Program:
+    per_point = sum(a.acc.itemsize for a in gm.accesses) or 1
+    points = max(128, (m.lx_usable_bytes // 3) // per_point)
+    numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in gm.group.buffers}
+    while True:
+        ld = LoopDivision(1, grid=grid, tile_points=points)
+        fields = dict(row_cores=1, rsplit=1, rows=gm.rows, unit_rows=gm.unit, tiles=0, grid=grid,
+                      candidates=cand)
+        try:
+            p = build(gm.group, m, sizes, name, max(gm.rows, 1), gm.unit, gm.mult, ld, fields)
+        except LxFull:
+            if points <= 128:
+                raise
+            points //= 2
+            continue
+        static_check(p, m, {**numels, **{n: k for n, _, k in p.workspace}})
         return p
