@@ -1,224 +1,202 @@
-"""The emulator enforces the machine's limits and models time plausibly."""
+"""The emulator runs programs: every value comes from executing the instructions,
+and every hardware rule the program breaks is an error naming kernel, core,
+step and buffer."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
-import sympy
 import torch
 
+import kernels as K
 from spyre_adapter.backend import plan
-from spyre_adapter.emulator import checks, metrics, numerics, timing
-from spyre_adapter.machine import DEFAULT, Machine
-from spyre_adapter.program import Instr, program_from_json, program_to_json
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
+                                         RingRecv, from_json, listing, to_json)
+from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.scheduler.loops import Division, plan_group
-from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr as IRInstr, KernelGroup, LoopKernel, Ref
-from spyre_shims.reference import run_kernel
-
-I0, I1, R0 = sidx.index_symbol("i0"), sidx.index_symbol("i1"), sidx.index_symbol("r0")
 
 
-def _buf(name: str, shape: tuple[int, ...], dtype: str = "float16", role: str = "input") -> BufferSpec:
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.insert(0, acc)
-        acc *= s
-    return BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                      sympy.Integer(0), sympy.Integer(acc), role)
+def _replace_instr(p, core, index, new):
+    cores = list(p.cores)
+    c = cores[core]
+    instrs = list(c.instrs)
+    if new is None:
+        del instrs[index]
+    else:
+        instrs[index] = new
+    cores[core] = dataclasses.replace(c, instrs=tuple(instrs))
+    return dataclasses.replace(p, cores=tuple(cores))
 
 
-def _add_kernel(rows: int, cols: int) -> KernelGroup:
-    idx = cols * I0 + I1
-    body = (IRInstr("load", ("a", idx), "float16"), IRInstr("load", ("b", idx), "float16"),
-            IRInstr("add", (Ref(0), Ref(1)), "float16"), IRInstr("store", ("c", idx, Ref(2), None)))
-    lk = LoopKernel("op0", (sympy.Integer(rows), sympy.Integer(cols)), (), body)
-    return KernelGroup("k", (lk,), (_buf("a", (rows, cols)), _buf("b", (rows, cols)),
-                                     _buf("c", (rows, cols), role="output")), ("a", "b", "c"))
+def _first(p, kind, core=0, buffer=None):
+    for i, ins in enumerate(p.cores[core].instrs):
+        if isinstance(ins, kind) and (buffer is None or getattr(getattr(ins, "src", None), "buffer", None) == buffer
+                                      or getattr(getattr(ins, "dst", None), "buffer", None) == buffer):
+            return i, ins
+    raise AssertionError(f"no {kind.__name__} on core {core}")
 
 
-def _row_sum(rows: int, cols: int) -> KernelGroup:
-    body = (IRInstr("load", ("a", cols * I0 + R0), "float32"),
-            IRInstr("reduction", ("float32", "float32", "sum", Ref(0)), "float32"),
-            IRInstr("store_reduction", ("c", I0, Ref(1))))
-    lk = LoopKernel("op0", (sympy.Integer(rows),), (sympy.Integer(cols),), body)
-    return KernelGroup("rs", (lk,), (_buf("a", (rows, cols), "float32"), _buf("c", (rows,), "float32", "output")),
-                       ("a", "c"))
-
-
-def _mm(m: int, n: int, k: int) -> ExternKernel:
-    return ExternKernel("mm", "mm", (_buf("a", (m, k)), _buf("b", (k, n))), _buf("c", (m, n), role="output"),
-                        ("a", "b", "c"))
-
-
-def test_program_json_round_trip() -> None:
-    p = plan(_add_kernel(100, 200), DEFAULT, {})
-    q = program_from_json(program_to_json(p))
-    assert q.kernel == p.kernel and q.division == p.division
-    assert [c.instrs for c in q.cores] == [c.instrs for c in p.cores]
-
-
-def test_lx_capacity_violation_names_kernel_core_buffer() -> None:
-    p = plan(_add_kernel(64, 4096), DEFAULT, {})
-    p.cores[0].lx_peak = DEFAULT.lx_usable_bytes + 1
-    with pytest.raises(checks.EmulatorError, match=r"LX capacity exceeded in kernel k, core 0, buffer "):
-        checks.check_program(p, DEFAULT, {})
-
-
-def test_misaligned_division_is_rejected() -> None:
-    """Shares that do not start on a stick boundary are an error."""
-    p = plan_group(_add_kernel(63, 129), DEFAULT, {}, "k", force=Division(cores=2))
-    # Move core 1's share to start one row earlier than the plan: row 31 of a
-    # 129-wide fp16 tensor starts at byte 7998, not a multiple of 128.
-    (a, b), = p.cores[1].ranges
-    p.cores[1].ranges = [(a - 129, b)]
-    p.cores[0].ranges = [(0, a - 129)]
-    with pytest.raises(checks.EmulatorError, match="stick misalignment"):
-        checks.check_program(p, DEFAULT, {})
-
-
-def test_write_conflict_is_detected() -> None:
-    p = plan_group(_add_kernel(64, 128), DEFAULT, {}, "k", force=Division(cores=2))
-    p.cores[1].ranges = list(p.cores[0].ranges)  # both cores write the same rows
-    with pytest.raises(checks.EmulatorError, match="cross-core write conflict"):
-        checks.check_program(p, DEFAULT, {})
-
-
-def _exp_chain(rows: int, cols: int, depth: int) -> KernelGroup:
-    idx = cols * I0 + I1
-    body = [IRInstr("load", ("a", idx), "float16")]
-    for k in range(depth):
-        body.append(IRInstr("exp", (Ref(k),), "float16"))
-    body.append(IRInstr("store", ("c", idx, Ref(depth), None)))
-    lk = LoopKernel("op0", (sympy.Integer(rows), sympy.Integer(cols)), (), tuple(body))
-    return KernelGroup("k", (lk,), (_buf("a", (rows, cols)), _buf("c", (rows, cols), role="output")), ("a", "c"))
-
-
-def test_division_is_chosen_by_cost() -> None:
-    small = plan(_add_kernel(2, 64), DEFAULT, {})
-    big = plan(_exp_chain(4096, 1024, 128), DEFAULT, {})  # SFU-bound: wants every core
-    mem = plan(_add_kernel(4096, 1024), DEFAULT, {})  # DRAM-bound: a few cores saturate DRAM
-    assert small.cores_used == 1
-    assert big.cores_used == DEFAULT.cores
-    assert 1 < mem.cores_used <= DEFAULT.cores
-    # Every candidate was costed and the chosen one is the cheapest.
-    cands = big.division["candidates"]
-    assert len(cands) > 3 and min(cands.values()) == cands[f"{big.division['row_cores']}x{big.division['rsplit']}"]
-
-
-def test_whole_sticks_per_core() -> None:
-    p = plan(_add_kernel(63, 129), DEFAULT, {})
-    for s in p.cores:
-        if s.instrs and s.ranges[0][0]:
-            assert (s.ranges[0][0] * 2) % DEFAULT.stick_bytes == 0
-
-
-def test_memory_bound_time_respects_bandwidth() -> None:
-    """A large elementwise add cannot beat DRAM bandwidth, and comes close."""
-    p = plan(_add_kernel(4096, 4096), DEFAULT, {})
-    tl = timing.simulate(p, DEFAULT)
-    moved = 3 * 4096 * 4096 * 2
-    floor_ns = moved / DEFAULT.dram_gbps(2 * moved / 3, moved / 3)
-    assert floor_ns <= tl.total_ns <= 1.25 * floor_ns
-    assert tl.dram_bytes == moved
-
-
-def test_more_cores_help_compute_bound_matmul() -> None:
-    m8 = DEFAULT.replace(cores=8)
-    t32 = timing.simulate(plan(_mm(2048, 2048, 2048), DEFAULT, {}), DEFAULT).total_ns
-    t8 = timing.simulate(plan(_mm(2048, 2048, 2048), m8, {}), m8).total_ns
-    assert 3.0 < t8 / t32 <= 4.2
-
-
-def test_split_reduction_numerics_match_reference() -> None:
-    g = _row_sum(3, 100_000)
+def test_program_json_round_trip_and_listing() -> None:
+    g = K.add(100, 200)
     p = plan(g, DEFAULT, {})
-    assert p.rsplit > 1  # few rows, long reductions: split over cores
-    a = torch.randn(3 * 100_000)
-    out_dev, out_ref = torch.zeros(3), torch.zeros(3)
-    numerics.run(p, {"a": a, "c": out_dev}, {})
-    run_kernel(g, {"a": a, "c": out_ref})
-    torch.testing.assert_close(out_dev, out_ref, rtol=1e-5, atol=1e-3)
-    torch.testing.assert_close(out_dev, a.view(3, -1).double().sum(-1).float(), rtol=1e-5, atol=1e-3)
+    assert from_json(to_json(p)) == p
+    text = listing(p)
+    assert "dma.ld" in text and "vec.all" in text and "dma.st" in text and "core 0:" in text
+    assert "LX[0x" in text  # addressed, not byte counts
 
 
-def test_timeline_respects_double_buffering() -> None:
-    p = plan(_add_kernel(4096, 4096), DEFAULT, {})
-    tl = timing.simulate(p, DEFAULT)
-    core0 = [e for e in tl.events if e.core == 0]
-    for e in core0:
-        if e.op == "dma_in" and e.tile >= 2:
-            prior = [c for c in core0 if c.op == "vec" and c.tile == e.tile - 2]
-            assert prior and prior[0].end <= e.start + 1e-6
+@pytest.mark.parametrize("payload", [
+    "not json", "[1, 2]", '{"version": 1}',
+    '{"version": 2, "name": "x"}',
+])
+def test_malformed_program_json_is_one_clear_error(payload: str) -> None:
+    with pytest.raises(ProgramFormatError):
+        from_json(payload)
 
 
-def test_machine_override_changes_plan() -> None:
-    m = Machine.from_spec("cores=8,lx_kib=512")
-    assert m.cores == 8 and m.lx_bytes == 512 * 1024 and m.lx_usable_bytes < DEFAULT.lx_usable_bytes
-    p = plan(_exp_chain(4096, 4096, 64), m, {})
-    assert p.cores_used == 8 and all(s.lx_peak <= m.lx_usable_bytes for s in p.cores)
-    assert dataclasses.replace(DEFAULT) == DEFAULT
+def test_unknown_object_types_are_rejected_not_constructed() -> None:
+    p = plan(K.add(8, 64), DEFAULT, {})
+    text = to_json(p).replace('"$t":"DmaLoad"', '"$t":"os.system"', 1)
+    with pytest.raises(ProgramFormatError, match="unknown program object type"):
+        from_json(text)
 
 
-def _scale_kernel(rows: int, cols: int, src: str, dst: str) -> KernelGroup:
-    idx = cols * I0 + I1
-    body = (IRInstr("load", (src, idx), "float16"), IRInstr("constant", (2.0, "float16"), "float16"),
-            IRInstr("mul", (Ref(0), Ref(1)), "float16"), IRInstr("store", (dst, idx, Ref(2), None)))
-    lk = LoopKernel("op1", (sympy.Integer(rows), sympy.Integer(cols)), (), body)
-    return KernelGroup("k2", (lk,), (_buf(src, (rows, cols)), _buf(dst, (rows, cols), role="output")), (src, dst))
+def test_results_come_from_the_program() -> None:
+    """Zero one core's load of an input and double another's: the numbers change
+    (before, numerics came from the Kernel IR and such a program still passed)."""
+    g = K.add(256, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    got, want = K.run_program(p, g)
+    K.assert_same(got, want, ["c"], atol=0, rtol=0)
+    i, ld = _first(p, DmaLoad, core=1)
+    # core 1 loads a region of "b" instead of its own part of "a" (same shape): wrong numbers
+    wrong = dataclasses.replace(ld, src=dataclasses.replace(ld.src, buffer="b" if ld.src.buffer == "a" else "a"))
+    got, want = K.run_program(_replace_instr(p, 1, i, wrong), g)
+    assert not torch.equal(got["c"], want["c"])
 
 
-def test_lx_residency_keeps_an_aligned_intermediate() -> None:
-    """c = a + b, then d = 2c on the same partition: c stays in each core's LX;
-    as c is neither read later nor returned, it never reaches DRAM."""
-    from spyre_adapter.scheduler.residency import plan_residency
-
-    progs = [plan(_add_kernel(256, 512), DEFAULT, {}), plan(_scale_kernel(256, 512, "c", "d"), DEFAULT, {})]
-    before = [timing.simulate(p, DEFAULT) for p in progs]
-    decisions = plan_residency(progs, {"d"}, DEFAULT)  # may re-divide the consumer to line up
-    assert [(d.buffer, d.store_elided) for d in decisions] == [("c", True)]
-    assert progs[1].division["row_cores"] == progs[0].division["row_cores"]
-    after = [timing.simulate(p, DEFAULT) for p in progs]
-    c_bytes = 256 * 512 * 2
-    assert before[0].dram_bytes - after[0].dram_bytes == c_bytes  # store elided
-    assert before[1].dram_bytes - after[1].dram_bytes == c_bytes  # load served from LX
-    assert sum(t.total_ns for t in after) < sum(t.total_ns for t in before)
-    for p in progs:
-        checks.check_program(p, DEFAULT, {})  # the kept data still fits LX
-        assert metrics.compute(p, timing.simulate(p, DEFAULT), DEFAULT).rho >= 1.0
+def test_dropping_a_load_reads_unwritten_lx() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, _ = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match=r"read of unwritten LX in kernel add, core 0, step \d+, buffer a"):
+        K.run_program(_replace_instr(p, 0, i, None), g)
 
 
-def test_lx_residency_spills_what_does_not_fit_and_keeps_outputs() -> None:
-    from spyre_adapter.scheduler.residency import plan_residency
-
-    big = [plan(_add_kernel(4096, 4096), DEFAULT, {}), plan(_scale_kernel(4096, 4096, "c", "d"), DEFAULT, {})]
-    assert plan_residency(big, {"d"}, DEFAULT) == []  # 32 MiB per core would not fit 1.6 MB
-    small = [plan(_add_kernel(256, 512), DEFAULT, {}), plan(_scale_kernel(256, 512, "c", "d"), DEFAULT, {})]
-    (d,) = plan_residency(small, {"c", "d"}, DEFAULT)
-    assert not d.store_elided  # c is a graph output: written through to DRAM
-
-
-def test_uneven_blocks_share_operands_only_with_matching_cores() -> None:
-    """granite's lm_head (1 x 49159 x 4096): N does not split evenly, so the last
-    core walks fewer tiles; every candidate program must still complete (cores
-    all-gather operand slices only with cores walking the same tiles)."""
-    from spyre_adapter.scheduler.matmul import _program, rank, shape_of
-
-    m, n, k = 1, 49159, 4096
-    kern = ExternKernel("mm", "mm", (_buf("a", (m, k), "bfloat16"), _buf("b", (k, n), "bfloat16")),
-                        _buf("c", (m, n), "bfloat16", "output"), ("a", "b", "c"))
-    s = shape_of(kern, {})
-    for g, c in rank(s, DEFAULT)[:6]:
-        p = _program(kern, s, g, c, DEFAULT, {}, "mm", True)
-        assert timing.simulate(p, DEFAULT).total_ns > 0
+def test_dma_outside_a_tensor_is_an_error() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    shifted = dataclasses.replace(ld, src=dataclasses.replace(ld.src, offset=64 * 512))
+    with pytest.raises(EmulatorError, match="DMA outside a tensor's bytes"):
+        K.run_program(_replace_instr(p, 0, i, shifted), g)
 
 
-def test_long_simulations_finish() -> None:
-    """Half a second of modeled time on one core: float residues of a transfer
-    (bytes left below a float step of the clock) must not stall the event loop."""
-    m1 = DEFAULT.replace(cores=1)
-    p = plan(_mm(8192, 8192, 8192), m1, {})
-    tl = timing.simulate(p, m1)
-    macs = 8192 ** 3
-    assert macs / m1.sustained_mac_per_ns_per_core <= tl.total_ns <= 1.05 * macs / m1.sustained_mac_per_ns_per_core
+def test_two_cores_writing_the_same_bytes_conflict() -> None:
+    g = K.add(64, 128)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    _, st0 = _first(p, DmaStore, core=0)
+    i, st1 = _first(p, DmaStore, core=1)
+    with pytest.raises(EmulatorError, match="cross-core write conflict"):
+        K.run_program(_replace_instr(p, 1, i, dataclasses.replace(st1, dst=st0.dst)), g)
+
+
+def test_cores_sharing_a_stick_is_misalignment() -> None:
+    """Core 0 leaves the last element of its share to core 1: no byte is written
+    twice, but both cores write parts of one stick."""
+    g = K.add(64, 128)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    i0, st0 = [(i, x) for i, x in enumerate(p.cores[0].instrs) if isinstance(x, DmaStore)][-1]
+    (n,) = st0.dst.sizes
+    shorter = DmaStore(dataclasses.replace(st0.src, sizes=(n - 1,)), dataclasses.replace(st0.dst, sizes=(n - 1,)))
+    last = DmaStore(Lx(0, "float16", (1,), (0,)), Region("c", st0.dst.offset + n - 1, (1,), (0,)))
+    p = _replace_instr(p, 0, i0, shorter)
+    cores = list(p.cores)
+    cores[1] = dataclasses.replace(cores[1], instrs=cores[1].instrs + (last,))
+    with pytest.raises(EmulatorError, match="misaligned sticks.*write parts of stick"):
+        static_check(dataclasses.replace(p, cores=tuple(cores)), DEFAULT, {"a": 64 * 128, "b": 64 * 128, "c": 64 * 128})
+
+
+def test_dma_lx_address_off_a_stick_is_misaligned() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match="misaligned sticks"):
+        K.run_program(_replace_instr(p, 0, i, dataclasses.replace(ld, dst=dataclasses.replace(ld.dst, addr=ld.dst.addr + 2))), g)
+
+
+def test_allocation_over_capacity_names_the_step() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    big = dataclasses.replace(ld, dst=dataclasses.replace(ld.dst, addr=DEFAULT.lx_usable_bytes - 128))
+    with pytest.raises(EmulatorError, match=rf"allocation over capacity in kernel add, core 0, step {i}, buffer a"):
+        K.run_program(_replace_instr(p, 0, i, big), g)
+
+
+def test_span_is_measured_from_the_descriptors() -> None:
+    small_span = DEFAULT.replace(span_bytes_per_core=4096)
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    with pytest.raises(EmulatorError, match="per-core span exceeded"):
+        execute(p, K.buffers(g), Card(small_span))
+
+
+def test_a_missing_barrier_is_an_unordered_dram_access() -> None:
+    """A group that runs in phases (a transposed read of a value the group wrote)
+    orders its cores with barriers; dropping one is caught."""
+    import sympy
+    from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
+
+    n = 128
+    k0 = LoopKernel("op0", (sympy.Integer(n), sympy.Integer(n)), (), (
+        Instr("load", ("a", K.I0 * n + K.I1), "float32"), Instr("store", ("t", K.I0 * n + K.I1, Ref(0), None))))
+    k1 = LoopKernel("op1", (sympy.Integer(n), sympy.Integer(n)), (), (
+        Instr("load", ("t", K.I1 * n + K.I0), "float32"), Instr("store", ("c", K.I0 * n + K.I1, Ref(0), None))))
+    g = KernelGroup("tr", (k0, k1), (K.buf("a", (n, n), "float32"), K.buf("t", (n, n), "float32", "internal"),
+                                     K.buf("c", (n, n), "float32", "output")), ("a", "c"))
+    p = plan_group(g, DEFAULT, {}, "tr", force=Division(4))
+    assert p.plan.workspace == ("t",)
+    got, want = K.run_program(p, g)
+    K.assert_same(got, want, ["c"], atol=0, rtol=0)
+    cores = [dataclasses.replace(c, instrs=tuple(i for i in c.instrs if not isinstance(i, Barrier))) for c in p.cores]
+    with pytest.raises(EmulatorError, match="unordered DRAM access"):
+        K.run_program(dataclasses.replace(p, cores=tuple(cores)), g)
+
+
+def test_a_receive_without_a_send_deadlocks_clearly() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match="deadlock"):
+        K.run_program(_replace_instr(p, 0, i, RingRecv(5, ld.dst, 999)), g)
+
+
+def test_data_left_for_a_later_kernel_must_be_there() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    from spyre_adapter.model.program import Resident
+
+    expects = dataclasses.replace(p, lx_in=(Resident(0, "a", 0, 64, 1_000_000, "float16"),))
+    with pytest.raises(EmulatorError, match="no earlier kernel left it"):
+        K.run_program(expects, g)
+
+
+def test_empty_programs_and_empty_sums() -> None:
+    """A K = 0 matmul writes zeros; a zero-size output needs no instruction."""
+    for m_, n_, k_ in ((4, 64, 0), (0, 64, 8)):
+        kern = K.mm(m_, n_, k_)
+        p = plan(kern, DEFAULT, {})
+        got, want = K.run_program(p, kern)
+        K.assert_same(got, want, ["c"], atol=0, rtol=0)
+
+
+def test_core_programs_are_typed_no_free_text() -> None:
+    p = plan(K.mm(128, 256, 512), DEFAULT, {})
+    for c in p.cores:
+        assert isinstance(c, CoreProgram)
+        for ins in c.instrs:
+            assert dataclasses.is_dataclass(ins) and not any(f.name in ("note", "division") for f in dataclasses.fields(ins))

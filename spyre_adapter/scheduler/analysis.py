@@ -226,9 +226,10 @@ def _affine_sticks(coeffs: list[int], offset: int, starts: list[int], extents: l
     if n_runs > 1 << 16:  # many short runs: bound by the span they cover
         span = (sum(c * (n - 1) for c, n, _ in dims) + 1) * isz
         return elems, min(elems, -(-span // stick) + 1), None
-    # Exact: vectorised over run starts, union of the runs' stick intervals.
+    # Exact: vectorised over run starts (largest stride outermost, so nested
+    # strides give sorted starts), union of the runs' stick intervals.
     st = torch.full((1,), base, dtype=torch.int64)
-    for c, n, _ in rest:
+    for c, n, _ in sorted(rest, key=lambda t: -t[0]):
         st = (st[:, None] + c * torch.arange(n, dtype=torch.int64)[None, :]).reshape(-1)
     first, last = (st * isz) // stick, ((st + run - 1) * isz) // stick
     return elems, _union_len(first, last), (first, last)
@@ -236,8 +237,11 @@ def _affine_sticks(coeffs: list[int], offset: int, starts: list[int], extents: l
 
 def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
     """Number of integers covered by the union of intervals [first_i, last_i]."""
-    order = first.argsort()
-    f, lst = first[order], last[order]
+    if first.numel() > 1 and bool((first[1:] >= first[:-1]).all()):
+        f, lst = first, last  # already in order (regular strided runs)
+    else:
+        order = first.argsort()
+        f, lst = first[order], last[order]
     prev = torch.cat([torch.tensor([-(1 << 62)]), torch.cummax(lst, 0).values[:-1]])
     return int((lst - torch.maximum(f - 1, prev)).clamp(min=0).sum())
 

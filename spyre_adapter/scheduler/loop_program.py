@@ -52,6 +52,11 @@ from .lx_alloc import LxFull, Slot, SlotView, allocate
 __all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "NeedsPhases", "Unbuildable"]
 
 
+#: A load whose whole footprint is at most this share of LX is loaded once per
+#: core and kept for every tile (and sent to the other cores needing it).
+SHARED_LX_FRACTION = 0.125
+
+
 class NeedsPhases(Exception):
     """A kernel of the group reads data no tile-local order provides."""
 
@@ -179,6 +184,7 @@ class _Core:
         self.core = core
         self.instrs: list[Any] = []
         self.windows: list[_Window] = []
+        self.previous: list[_Window] = []  # the previous tile's windows (their slots are still allocated)
         self.packed: list[_Packed] = []
         self.slots: dict[str, list[Slot]] = {"task": [], "tile": []}
         self.held: dict[str, list[Slot]] = {"task": [], "tile": []}
@@ -186,14 +192,26 @@ class _Core:
         self.stored: dict[str, list[tuple[int, int]]] = defaultdict(list)
 
     def find(self, buffer: str, lo: int, hi: int) -> _Window | None:
+        """A window holding elements [lo, hi) of ``buffer``: this tile's, or the
+        previous tile's (still allocated: it is then kept through this tile too)."""
         for w in reversed(self.windows):
             if w.buffer == buffer and w.covers(lo, hi):
+                return w
+        for w in reversed(self.previous):
+            if w.buffer == buffer and w.covers(lo, hi):
+                slot = w.view.slot
+                if slot in self.held["tile"]:
+                    self.held["tile"].remove(slot)
+                    self.slots["tile"].append(slot)
+                self.previous.remove(w)
+                self.windows.append(w)
                 return w
         return None
 
     def drop(self, buffer: str, lo: int, hi: int) -> None:
         """Forget windows holding stale copies of elements [lo, hi) of ``buffer``."""
         self.windows = [w for w in self.windows if not (w.buffer == buffer and w.lo < hi and lo < w.hi)]
+        self.previous = [w for w in self.previous if not (w.buffer == buffer and w.lo < hi and lo < w.hi)]
         self.packed = [x for x in self.packed
                        if not (x.region.buffer == buffer and x.region.bounds()[0] < hi and lo <= x.region.bounds()[1])]
 
@@ -210,6 +228,8 @@ class _Core:
         self.held[scope] = self.slots[scope]
         self.slots[scope] = []
         drop = {"task"} if scope == "task" else {"task", "tile"}
+        if scope == "tile":
+            self.previous = [w for w in self.windows if w.scope == "tile"]
         self.windows = [w for w in self.windows if w.scope not in drop]
         self.packed = [x for x in self.packed if x.scope not in drop]
 
@@ -252,6 +272,8 @@ class _Builder:
         self.scope = "tile"
         self.kernel_index = 0
         self.invariant: set[tuple[int, int]] = set()  # (kernel, body position) of loads alike on every tile
+        self.whole: dict[tuple[int, int], tuple[int, int]] = {}  # of those, loaded whole: element range
+        self.core_rows: dict[int, tuple[int, int]] = {}  # rows each core runs (row divisions)
 
     # ---------------------------------------------------------- helpers
     def core(self, c: int) -> _Core:
@@ -427,7 +449,11 @@ class _Builder:
             core.instrs.append(DmaLoad(region, packed))  # type: ignore[arg-type]
             core.packed.append(_Packed(region, packed, self.scope))
             return Operand(acc.pos, "tile", view)  # type: ignore[arg-type]
-        lo, hi = self.window_bounds(buf, g.lo, g.hi)
+        span = (g.lo, g.hi)
+        if (k, acc.pos) in self.whole:
+            rows = self.core_rows.get(core.core)
+            span = (self.footprint(k, acc, *rows) if rows else None) or self.whole[(k, acc.pos)]
+        lo, hi = self.window_bounds(buf, *span)
         scope = "persistent" if (k, acc.pos) in self.invariant else self.scope
         view = self.slot(core, f"{buf}[{lo}:{hi}]", (hi - lo) * isz, scope).view(dt, (hi - lo,))
         core.instrs.append(DmaLoad(Region(src, lo, (hi - lo,), (1,)), view))  # type: ignore[arg-type]
@@ -435,9 +461,10 @@ class _Builder:
         return Operand(acc.pos, "window", view, lo)  # type: ignore[arg-type]
 
     def packed(self, core: _Core, buf: str, g: _Geom, what: str) -> tuple[SlotView, SlotView]:
-        """A dense LX tile of an affine access's elements: (the DMA's view, the tile-shaped view)."""
+        """A dense LX tile of an affine access's elements, laid out in DRAM order
+        (so the DMA moves contiguous runs): (the DMA's view, the tile-shaped view)."""
         dt = self.dtypes[buf]
-        dims = [k for k, (n, c) in enumerate(zip(g.shape, g.coeffs)) if c != 0 and n > 1]
+        dims = _packed_dims(g)
         numel = math.prod(g.shape[k] for k in dims)
         slot = self.slot(core, f"{buf} packed {what}", numel * itemsize(dt))
         dense = slot.view(dt, tuple(g.shape[k] for k in dims))
@@ -461,7 +488,7 @@ class _Builder:
 
     @staticmethod
     def packed_region(src: str, g: _Geom) -> Region:
-        dims = [k for k, (n, c) in enumerate(zip(g.shape, g.coeffs)) if c != 0 and n > 1]
+        dims = _packed_dims(g)
         return Region(src, g.start, tuple(g.shape[k] for k in dims), tuple(g.coeffs[k] for k in dims))
 
     def store_operand(self, core: _Core, acc: Access,
@@ -533,12 +560,19 @@ class _Builder:
     # ---------------------------------------------------------- loads alike on every tile
     def find_invariant(self) -> None:
         """Loads whose window is the same for the first two units of rows (a
-        norm's weight, a bias): loaded once per core and kept."""
+        norm's weight, a bias), or whose whole footprint is small (RoPE's cos
+        and sin across heads): loaded once per core and kept."""
         if self.rows <= self.unit or self.d.chunks_per_core > 1:
             return
         for k, info in enumerate(self.infos):
             for acc in accesses(info.kernel.body):
                 if acc.store or acc.buffer in self.writer:
+                    continue
+                whole = self.footprint(k, acc, 0, self.rows)
+                if whole is not None and (whole[1] - whole[0]) * itemsize(self.dtypes[acc.buffer]) \
+                        <= SHARED_LX_FRACTION * self.m.lx_usable_bytes:
+                    self.invariant.add((k, acc.pos))
+                    self.whole[(k, acc.pos)] = whole
                     continue
                 geo = []
                 for r0 in (0, self.unit):
@@ -549,6 +583,15 @@ class _Builder:
                     geo.append((g.kind, g.lo, g.hi))
                 if len(geo) == 2 and geo[0] == geo[1] and geo[0][0] == "affine":
                     self.invariant.add((k, acc.pos))
+
+    def footprint(self, k: int, acc: Access, r0: int, r1: int) -> tuple[int, int] | None:
+        """The element range an access touches over rows [r0, r1) (regular indices only)."""
+        info = self.infos[k]
+        geos = [self.geometry(info, acc, Tile(info.kernel, bx, self.sizes))
+                for bx in boxes(list(info.ranges), r0 * info.mult, r1 * info.mult)]
+        if not geos or any(g.kind not in ("affine", "static") for g in geos):
+            return None
+        return min(g.lo for g in geos), max(g.hi for g in geos)
 
     # ---------------------------------------------------------- tiles
     def kernel_boxes(self, k: int, r0: int, r1: int, chunk: tuple[int, int] | None) -> list[tuple[Box, Box | None]]:
@@ -585,6 +628,8 @@ class _Builder:
         step = max(self.unit, d.tile_rows)
         for g, rr in enumerate(_row_ranges(self.rows, self.unit, d.row_cores)):
             cores = [g * d.rsplit + j for j in range(d.rsplit)]
+            if d.chunks == 1:
+                self.core_rows[cores[0]] = rr
             for r0 in range(rr[0], rr[1], step):
                 self.tile(cores, r0, min(rr[1], r0 + step))
                 for c in cores:
@@ -811,6 +856,12 @@ class _Builder:
             for i, ins in enumerate(core.instrs):
                 out.extend(changes.get(i, [ins]))
             core.instrs = out
+
+
+def _packed_dims(g: _Geom) -> list[int]:
+    """The tile dims a packed tile stores, outermost (largest DRAM stride) first."""
+    dims = [k for k, (n, c) in enumerate(zip(g.shape, g.coeffs)) if c != 0 and n > 1]
+    return sorted(dims, key=lambda k: -g.coeffs[k])
 
 
 def split_box(box: Box, max_points: int) -> list[Box]:

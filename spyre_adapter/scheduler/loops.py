@@ -30,7 +30,7 @@ from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build
 from .lx_alloc import LxFull
 from spyre_shims import index as sidx
 from spyre_shims.reference import concrete
-from .analysis import (Intervals, LoopInfo, access_footprint, analyse, itemsize, merged, stick_intervals,
+from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, itemsize, merged, stick_intervals,
                        union_bytes, union_footprint)
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
@@ -466,6 +466,29 @@ class Residency:
     carry: tuple[Resident, ...] = ()
 
 
+def _check_span(gm: GroupModel, m: Machine, d: Division) -> None:
+    """A row division some core of which would address more than the per-core
+    span of a tensor (from the accesses' affine bounds, before building)."""
+    for rows in _row_ranges(gm.rows, gm.unit, d.cores):
+        if rows[0] >= rows[1]:
+            continue
+        for a in gm.accesses:
+            vars_ = list(a.info.kernel.index_vars()[0]) + list(a.info.kernel.index_vars()[1])
+            aff = sidx.affine(a.acc.expr, vars_)
+            if aff is None:
+                continue
+            lo = hi = None
+            for box in boxes(list(a.info.ranges), rows[0] * gm.mult[a.kernel], rows[1] * gm.mult[a.kernel]):
+                full = list(box) + ([(0, 1)] * len(a.info.red) if a.acc.reduced else [(0, r) for r in a.info.red])
+                b_lo = aff[0] + sum(c * (x if c > 0 else y - 1) for c, (x, y) in zip(aff[1], full))
+                b_hi = aff[0] + sum(c * (y - 1 if c > 0 else x) for c, (x, y) in zip(aff[1], full))
+                lo = b_lo if lo is None else min(lo, b_lo)
+                hi = b_hi if hi is None else max(hi, b_hi)
+            if lo is not None and (hi - lo + 1) * a.acc.itemsize > m.span_bytes_per_core:
+                raise Unbuildable(f"per-core span of {a.buffer}: {(hi - lo + 1) * a.acc.itemsize} B "
+                                  f"> {m.span_bytes_per_core} B")
+
+
 def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mapping[sympy.Symbol, int],
                     estimate: float, cand: tuple[Candidate, ...], phased: bool,
                     residency: Residency | None = None) -> Program:
@@ -479,6 +502,7 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
         per_core = 1 << max(0, math.ceil(math.log2(_row_bytes(gm, m) / budget)))
         tile_rows = gm.unit
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in gm.group.buffers}
+    _check_span(gm, m, d)
     while True:
         ld = LoopDivision(d.cores, d.rsplit, per_core, tile_rows, phased)
         fields = dict(row_cores=d.cores, rsplit=d.rsplit, rows=gm.rows, unit_rows=gm.unit,
