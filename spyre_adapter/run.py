@@ -65,7 +65,7 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
             out = compiled(x.to("spyre"))
         first_s = time.perf_counter() - t0
     # The report of one run (the first); the steady run below only measures wall time.
-    summary = REPORT.summary()
+    summary = REPORT.to_dict()
     per_kernel = sorted(REPORT.per_kernel(), key=lambda r: -r["modeled_ns"])
     first_launches = list(REPORT.launches)
     REPORT.keep_timelines = False

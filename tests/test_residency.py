@@ -37,7 +37,7 @@ def _compile(fn, args, report):
     expected = fn(*args)
     for got, want in zip(out, expected):
         torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
-    return graphs, report.summary()["lx_residency"]
+    return graphs, report.to_dict()["lx_residency"]
 
 
 def test_norm_output_stays_in_lx_for_every_matmul_reading_it(report) -> None:

@@ -33,7 +33,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Run, print the table, write JSON; 1 if any case failed or could not be built."""
     import torch
 
-    import spyre_adapter  # noqa: F401 - registers the device when autoload is off
+    spyre_adapter.register()  # when autoload is off
 
     from .output import document, print_table
     from .runner import run_files
