@@ -21,6 +21,7 @@ from spyre_shims.ops import POINTWISE
 
 from .emulator.executable import Executable
 from .machine import Machine
+from .machine_spec import DoesNotFitError
 from .program import Program, program_to_json
 from .report import REPORT
 from .scheduler.loops import plan_group
@@ -65,14 +66,18 @@ def set_machine(m: Machine) -> None:
 
 
 def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    """The Spyre program for one kernel."""
-    if isinstance(kernel, kir.ExternKernel):
-        if kernel.op == "attention":  # the hand-written kernel's own program
-            from .attention import program_for
+    """The Spyre program for one kernel; :class:`DoesNotFitError` names the kernel
+    when the machine is too small for it."""
+    try:
+        if isinstance(kernel, kir.ExternKernel):
+            if kernel.op == "attention":  # the hand-written kernel's own program
+                from .attention import program_for
 
-            return program_for(kernel, m)
-        return plan_matmul(kernel, m, sizes, kernel.name)
-    return plan_group(kernel, m, sizes, kernel.name)
+                return program_for(kernel, m)
+            return plan_matmul(kernel, m, sizes, kernel.name)
+        return plan_group(kernel, m, sizes, kernel.name)
+    except DoesNotFitError as exc:
+        raise exc.in_kernel(kernel.name) from None
 
 
 #: A kernel the residency planner cannot see into (a hand-written kernel, a

@@ -20,6 +20,7 @@ from spyre_shims.kernel_ir import ExternKernel
 from spyre_shims.reference import concrete
 
 from ..machine import Machine
+from ..machine_spec import DoesNotFitError
 from ..program import CoreStream, Instr, Program
 from .analysis import itemsize
 
@@ -214,7 +215,8 @@ def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | 
         most = max((g.cores for g, _ in even), default=0)
         ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
-        raise ValueError(f"no matmul tiling fits LX for {s}")
+        raise DoesNotFitError(f"no tiling of the {s.m}x{s.n}x{s.k} matmul (batch {s.batch}, {s.isz}-byte elements) "
+                              "fits in one core's LX", f"lx_usable_bytes={m.lx_usable_bytes} per core")
     return ranked
 
 
