@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 __all__ = [
     "UsageError", "ArgError", "ArgumentParser", "HelpFormatter", "dispatch", "int_range", "float_range", "output_file",
-    "existing_file", "existing_dir", "check_output", "one_of", "EXIT_USAGE",
+    "existing_file", "existing_dir", "check_output", "one_of", "run_checks", "EXIT_USAGE",
 ]
 
 #: Exit status of a bad argument (argparse's and the codemods').
@@ -187,14 +187,28 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace,
     callables or ``"module:function"`` references, imported only when they run
     (the deliberate lazy step: a bad argument never waits for torch). A
     :class:`UsageError` from either is one line on stderr, exit status 2."""
-    command = getattr(args, "command", None)
-    target = (subparsers or {}).get(command, parser) if command else parser
+    target = _target(parser, args, subparsers)
+    run_checks(parser, args, checks, subparsers)
     try:
-        for check in (*getattr(args, "checks", ()), *checks):
-            _resolve(check)(args)
         return int(_resolve(args.func)(args) or 0)
     except UsageError as exc:
         target.error(str(exc))
+
+
+def run_checks(parser: argparse.ArgumentParser, args: argparse.Namespace,
+               checks: Sequence[Check] = (), subparsers: dict[str, argparse.ArgumentParser] | None = None) -> None:
+    """The checks :func:`dispatch` runs before the command (exit 2 on the first failure)."""
+    try:
+        for check in (*getattr(args, "checks", ()), *checks):
+            _resolve(check)(args)
+    except UsageError as exc:
+        _target(parser, args, subparsers).error(str(exc))
+
+
+def _target(parser: argparse.ArgumentParser, args: argparse.Namespace,
+            subparsers: dict[str, argparse.ArgumentParser] | None) -> argparse.ArgumentParser:
+    command = getattr(args, "command", None)
+    return (subparsers or {}).get(command, parser) if command else parser
 
 
 def _resolve(ref: Callable[..., Any] | str) -> Callable[..., Any]:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .argcheck import ArgumentParser, dispatch, output_file
+from .argcheck import ArgumentParser, dispatch, output_file, run_checks
 
 DESCRIPTION = """\
 Run models on the emulated IBM Spyre device, benchmark its scheduler, check the
@@ -83,15 +83,30 @@ def subparsers_of(parser: argparse.ArgumentParser) -> dict[str, argparse.Argumen
     return {}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
+def parse(argv: Sequence[str]) -> tuple[ArgumentParser, argparse.Namespace, dict[str, argparse.ArgumentParser]]:
+    """Parse ``argv`` (exit 2 with one line on a bad argument): the parser, the
+    arguments and the parser of each command."""
+    args_list = list(argv)
     command = next((a for a in args_list if not a.startswith("-")), None)
     parser = build_parser(command)
     args, extra = parser.parse_known_args(args_list)
     subparsers = subparsers_of(parser)
     if extra:  # reported by the command's parser, which names the command
         subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return parser, args, subparsers
+
+
+def check_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse and check ``argv`` as :func:`main` does, without running the command
+    (exit 2 with one line on a bad argument); e.g. for commands quoted in docs."""
+    parser, args, subparsers = parse(argv)
+    run_checks(parser, args, CHECKS.get(args.command, ()), subparsers)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point."""
+    parser, args, subparsers = parse(sys.argv[1:] if argv is None else argv)
     return dispatch(parser, args, CHECKS.get(args.command, ()), subparsers)
 
 
