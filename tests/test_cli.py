@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,8 @@ def test_run_llama_block_reports_check_and_device(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "result check vs CPU eager: PASS" in res.stdout
     assert "modeled device time" in res.stdout and "kernels generated" in res.stdout
+    # progress: a line per stage on stderr, without source locations
+    assert "compiling for the spyre device" in res.stderr and not re.search(r"\w\.py:\d", res.stderr), res.stderr
     data = json.loads(out.read_text())
     assert data["passed"] and data["device"]["kernels_generated"] >= 10
     assert data["device"]["fallbacks"] == {} and data["device"]["modeled_device_ns"] > 0
