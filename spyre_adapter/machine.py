@@ -95,7 +95,7 @@ class Machine:
             kib = int(checked("lx_kib", changes.pop("lx_kib"), integer=True))
             changes["lx_bytes"] = kib * 1024
             changes.setdefault("lx_usable_bytes", int(kib * 1024 * self.lx_usable_bytes / self.lx_bytes))
-        typed = {}
+        typed: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name in changes:
                 typed[f.name] = checked(f.name, changes[f.name], integer=isinstance(getattr(self, f.name), int),
