@@ -31,8 +31,8 @@ class HostBackedDevice:
         self.op_counts: collections.Counter[str] = collections.Counter()
         self._libs: list[torch.library.Library] = []
         # Kernels are registered behind torch.compiler.disable once Dynamo is
-        # imported (see install); never swapped while one of them is running.
-        self._lock = threading.Lock()
+        # imported (see install); not while the Python body of one of them runs.
+        self._lock = threading.RLock()
         self._running = 0
         self._traced_safe = False
         self._swap_pending = False
@@ -210,8 +210,9 @@ class HostBackedDevice:
 
     def guard_for_dynamo(self) -> None:
         """Register the kernels again behind ``torch.compiler.disable`` (Dynamo is
-        imported now). Deferred while a kernel runs: one must not be unregistered
-        under its own call."""
+        imported now). Deferred while a kernel of the device runs (Dynamo can be
+        imported from inside one), so that no kernel is unregistered while its
+        Python body runs: the last one to return registers them again."""
         with self._lock:
             if self._traced_safe or not self._libs:
                 return
