@@ -143,7 +143,8 @@ def _summary(report: RunReport) -> None:
     s = report.summary()
     todos = s["findings"].get("todo", 0)
     skipped = s["findings"].get("skipped", 0)
-    print(f"{report.command}: {s['files']} file(s), {s['changed']} to change, {s['errors']} error(s), "
+    changed = "changed" if report.options.get("mode") == "write" else "to change"
+    print(f"{report.command}: {s['files']} file(s), {s['changed']} {changed}, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
 
 

@@ -52,22 +52,27 @@ def module_names(path: Path) -> tuple[str | None, str | None]:
     return module, package
 
 
+def _umask() -> int:
+    current = os.umask(0o022)  # the only way to read it is to set it: put it straight back
+    os.umask(current)
+    return current
+
+
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace ``path`` with ``data`` so readers see the old or the new file, never a
-    mix; the file keeps its permission bits."""
+    mix; the file keeps its permission bits (a new file gets what the umask allows)."""
     target = Path(path)
     try:
-        mode: int | None = target.stat().st_mode & 0o7777
+        mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        mode = None
+        mode = 0o666 & ~_umask()  # a new file gets the mode open() would give it, not mkstemp's 0600
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):

@@ -18,7 +18,7 @@ Only the private package ``spyre_shims._torch`` touches torch internals.
 
 import torch  # noqa: F401  (first: torch's import registers devices that import this package)
 
-from .backend import API_LEVEL
+from ._api_level import API_LEVEL
 from .capabilities import Capabilities, capabilities
 
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ from typing import Any, cast
 import sympy
 import torch
 
+from ._api_level import API_LEVEL
 from .kernel_ir import GraphIR, Kernel
 
 __all__ = [
@@ -33,10 +34,6 @@ __all__ = [
     "registered_backends",
     "default_can_fuse",
 ]
-
-#: The stable API's level; raised on additive changes, breaking changes follow
-#: the deprecation policy in docs/api-policy.md.
-API_LEVEL = 1
 
 #: What :meth:`Backend.load` returns: called with the flat host view of every
 #: argument buffer (by name) and the run-time values of size symbols.

@@ -10,7 +10,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 
-from .backend import API_LEVEL
+from ._api_level import API_LEVEL
 from .ops import POINTWISE, REDUCTIONS, STRUCTURAL
 
 __all__ = ["Capabilities", "capabilities"]

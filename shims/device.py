@@ -5,23 +5,33 @@
 the host, so the device behaves like any other (``.to()``, printing, autograd,
 views) while compiled kernels run on the vendor's emulator. One device type per
 process (PrivateUse1 can be renamed once).
+
+Registration is light, so that it can run inside ``import torch`` (from a
+``torch.backends`` entry point): it loads neither Dynamo nor Inductor. Compiler
+setup that needs them is handed to :func:`on_first_compile`.
 """
 
 from __future__ import annotations
 
 import types
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 
-from ._torch import select
+from ._torch import lazy, select
 from ._torch.eager import HostBackedDevice
 from ._torch.version import require_window
 
-__all__ = ["register_host_device", "registered_device", "host_view", "host_flat", "wrap_host", "eager_op_counts"]
+__all__ = ["register_host_device", "registered_device", "host_view", "host_flat", "wrap_host", "eager_op_counts",
+           "on_first_compile", "add_eager_listener"]
+
+#: Torch imports this module when Inductor first compiles a graph.
+_FIRST_COMPILE_MODULE = "torch._inductor.compile_fx"
 
 _DEVICE: HostBackedDevice | None = None
+_EAGER_LISTENERS: list[Callable[[str], None]] = []
 
 _MODULE_DEFAULTS: dict[str, Any] = {
     "is_available": lambda: True,
@@ -44,17 +54,18 @@ def register_host_device(name: str, module: Any = None) -> types.ModuleType:
 
     ``module`` supplies the device module's functions (``is_available``,
     ``device_count``, ``synchronize``...); missing ones get host defaults.
-    Idempotent for the same name; a second, different name raises.
+    Loads neither Dynamo nor Inductor. Idempotent for the same name; a second, different name raises
+    (PrivateUse1 is renamed once per process).
     """
     global _DEVICE
     require_window(f"device {name!r}")
     if _DEVICE is not None:
         if _DEVICE.name != name:
-            raise RuntimeError(f"PrivateUse1 is already registered as {_DEVICE.name!r}; cannot add {name!r}")
+            raise RuntimeError(_taken(_DEVICE.name, name))
         return cast(types.ModuleType, getattr(torch, name))
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", name):
-        raise RuntimeError(f"PrivateUse1 is already taken by {current!r}; cannot register {name!r}")
+        raise RuntimeError(_taken(current, name))
     mod = types.ModuleType(f"torch.{name}", f"The {name!r} host-backed device.")
     for key, fn in _MODULE_DEFAULTS.items():
         setattr(mod, key, fn)
@@ -64,10 +75,34 @@ def register_host_device(name: str, module: Any = None) -> types.ModuleType:
                 setattr(mod, key, getattr(module, key))
     adapter = select.host_device()
     adapter.setup(name, mod)
-    dev = HostBackedDevice(name, adapter)
+    dev = HostBackedDevice(name, adapter, _notify_eager)
     dev.install()
     _DEVICE = dev
+    lazy.after_import("torch._dynamo", dev.guard_for_dynamo)
     return mod
+
+
+def _taken(current: str, name: str) -> str:
+    return (f"PrivateUse1 is already registered as {current!r}; cannot add {name!r} (one host-backed device "
+            f"per process: if an installed package registered {current!r} from its torch.backends entry point, "
+            "set TORCH_DEVICE_BACKEND_AUTOLOAD=0 before importing torch)")
+
+
+def on_first_compile(setup: Callable[[], object] | str) -> None:
+    """Run ``setup`` once, when Inductor first compiles in this process (right
+    after torch imports Inductor's compiler, before the graph is compiled), or
+    now if that already happened.
+
+    ``setup`` is a callable or a ``"module:function"`` reference, imported only
+    then: a backend registered from a ``torch.backends`` entry point keeps its
+    compiler (and sympy, Dynamo, Inductor) out of ``import torch`` this way.
+    A failing deferred setup is reported as a ``RuntimeWarning``.
+    """
+    def run() -> None:
+        fn = lazy.resolve(setup) if isinstance(setup, str) else setup
+        fn()
+
+    lazy.after_import(_FIRST_COMPILE_MODULE, run)
 
 
 def registered_device() -> str | None:
@@ -98,6 +133,17 @@ def host_flat(t: torch.Tensor) -> torch.Tensor:
 def wrap_host(t: torch.Tensor) -> torch.Tensor:
     """A device tensor aliasing CPU tensor ``t`` (zero copy)."""
     return _device().wrap(t)
+
+
+def add_eager_listener(listener: Callable[[str], None]) -> None:
+    """Call ``listener(op_name)`` each time an aten op runs eagerly (on the host)
+    on tensors of the host-backed device (the ops :func:`eager_op_counts` counts)."""
+    _EAGER_LISTENERS.append(listener)
+
+
+def _notify_eager(op: str) -> None:
+    for listener in _EAGER_LISTENERS:
+        listener(op)
 
 
 def eager_op_counts() -> Counter[str]:

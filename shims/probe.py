@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +107,14 @@ def run_probe() -> dict[str, Any]:
 
 
 def print_probe(result: dict[str, Any]) -> None:
-    """Human-readable probe output."""
+    """Human-readable probe output on stdout; when that is not a terminal (and
+    COLUMNS is not set) the table takes its natural width: no name is cut."""
     from rich.console import Console
     from rich.table import Table
 
     c = Console()
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(width=10_000)
     ok = "[green]inside[/green]" if result["window_ok"] else "[red]OUTSIDE[/red]"
     c.print(f"torch {result['torch_full']}: {ok} the supported window {result['window']}")
     table = Table(title="internal surface used by the shims")

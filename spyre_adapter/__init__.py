@@ -1,12 +1,18 @@
 """spyre_adapter: an emulated IBM Spyre backend built only on the stable API.
 
-``import spyre_adapter`` (or just ``import torch``, through the torch.backends
-entry point) registers the "spyre" device and its Inductor backend.
+``import torch`` registers the "spyre" device through the ``torch.backends``
+entry point (:mod:`spyre_adapter.autoload`); with ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``
+call :func:`register`. The package root imports nothing else (not even torch), so
+the command line parses its arguments before torch loads.
 """
 
-from .device import register
+from importlib import import_module
 
 __version__ = "0.1.0"
 __all__ = ["register", "__version__"]
 
-register()
+
+def register() -> None:
+    """Register the "spyre" device (its compiler follows on the first compile)."""
+    # Deliberately lazy: the device module imports torch (see the module docstring).
+    import_module("spyre_adapter.device").register()

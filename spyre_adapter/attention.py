@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,12 +31,14 @@ import torch.nn.functional as F
 
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
-from spyre_shims.device import host_flat, wrap_host
+from spyre_shims.backend import FallbackWarning
+from spyre_shims.device import host_flat, host_view, wrap_host
 from spyre_shims.kernels import register_kernel
 
 from .context import DeviceContext, current
 from .emulator.executable import Executable
 from .machine import Machine
+from .machine_spec import DoesNotFitError
 from .model.program import (AttentionPlan, CoreProgram, DmaLoad, DmaStore, Operand, Pe, Program, Region, Vec,
                             itemsize)
 from .scheduler.lx_alloc import LxFull, Slot, SlotView, allocate
@@ -210,7 +213,8 @@ def plan(s: Shape, m: Machine, scale: float | None = None, resident: bool = True
             continue
         plan_ = AttentionPlan(bq, bk, keep_kv, len(units))
         return Program(name, "attention", kernel_ir(s, name), tuple(body_list), tuple(streams), plan_)
-    raise LxFull(f"{name}: one query block and one key block do not fit LX")
+    raise DoesNotFitError("one query block and one key block do not fit in one core's LX",
+                          f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
 
 
 def _emit(s: Shape, m: Machine, scale: float, bq: int, bk: int, units: list[tuple[int, int]], cores: int,
@@ -329,7 +333,13 @@ def device_impl(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     ctx: DeviceContext = current()
     dtype = str(q.dtype).removeprefix("torch.")
     s = shape_of(q.shape, k.shape, v.shape, causal, dtype)
-    exe = _executable(s, float(scale), ctx.machine, id(ctx.card))
+    try:
+        exe = _executable(s, float(scale), ctx.machine, id(ctx.card))
+    except DoesNotFitError as exc:
+        ctx.report.record_limit(exc)
+        warnings.warn(f"fallback to host execution: spyre: hand-written attention: {exc}", FallbackWarning,
+                      stacklevel=2)
+        return wrap_host(reference(host_view(q), host_view(k), host_view(v), causal, scale).contiguous())
     exe.card = ctx.card
     out = torch.empty((s.batch, s.heads, s.lq, s.vdim), dtype=q.dtype)
     bufs = {"q": host_flat(q.contiguous()), "k": host_flat(k.contiguous()), "v": host_flat(v.contiguous()),

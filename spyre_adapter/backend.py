@@ -24,10 +24,11 @@ from .context import current, current_machine, set_machine, use_machine
 from .emulator.executable import Executable
 from .machine import Machine
 from .model.program import Program
+from .machine_spec import DoesNotFitError
 from .model.rules import EmulatorError
-from .scheduler.loops import SchedulingError, plan_group
+from .scheduler.loops import plan_group
 from .scheduler.lx_alloc import LxFull
-from .scheduler.matmul import MatmulUnplannable, plan_matmul
+from .scheduler.matmul import plan_matmul
 from .scheduler.residency import plan_residency
 from .scheduler.residency import summary as residency_summary
 
@@ -88,8 +89,10 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
     if p is None:
         try:
             p = planner(kernel, m, sizes)
-        except (SchedulingError, MatmulUnplannable, LxFull, EmulatorError) as exc:
-            raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
+        except DoesNotFitError as exc:
+            raise exc.in_kernel(kernel.name) from None
+        except (LxFull, EmulatorError) as exc:
+            raise DoesNotFitError(str(exc), f"lx_usable_bytes={m.lx_usable_bytes} per core", kernel.name) from None
         cache.put(key, p)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name)
 
@@ -125,7 +128,13 @@ class SpyreBackend(Backend):
         _check_supported(kernel)
         m = current_machine()
         if not kernel.symbols:
-            plan(kernel, m, {})  # planned now: a kernel no program fits falls back at compile time
+            # Planned now: a kernel no program fits falls back (visibly) at
+            # compile time, and the report keeps why (the CLI makes it an error).
+            try:
+                plan(kernel, m, {})
+            except DoesNotFitError as exc:
+                current().report.record_limit(exc)
+                raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
         return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
 
     def load(self, payload: str) -> Launch:

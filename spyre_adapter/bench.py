@@ -41,9 +41,10 @@ from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
-from .console import make_console
+from .console import Stages, make_console
+from .workloads.spec import load, shared_workloads
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "workloads"
+SHARED = shared_workloads()
 
 #: Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, intermediate 14336) and
 #: granite-3.3-8b (intermediate 12800) projections, prefill (2048 tokens) and
@@ -180,7 +181,6 @@ def bench_chains(m: Machine, quick: bool) -> list[dict[str, Any]]:
 
 def bench_workloads(m: Machine, files: Sequence[Path], max_numel: int | None) -> tuple[list[dict[str, Any]], dict]:
     from .workloads.runner import CompiledCache, run_case
-    from .workloads.spec import load
 
     rows: list[dict[str, Any]] = []
     status: dict[str, int] = {}
@@ -321,27 +321,27 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
 def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), max_numel: int | None = None,
               console: Console | None = None) -> dict[str, Any]:
     """Run every section; returns the JSON document."""
-    console = console or make_console(stderr=True)
+    log = Stages(console or make_console(stderr=True))  # a line per section, no source locations
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     t0 = time.perf_counter()
     with use_machine(m):
-        console.log("GEMMs")
+        log("GEMMs")
         rows += bench_gemms(m, quick)
-        console.log("chains")
+        log("chains")
         rows += bench_chains(m, quick)
         if workloads:
-            console.log(f"workloads: {', '.join(p.name for p in workloads)}")
+            log(f"workloads: {', '.join(p.name for p in workloads)}")
             wl_rows, status = bench_workloads(m, workloads, max_numel)
             rows += wl_rows
             extra["workload_cases"] = status
-        console.log("hand-written attention vs the generic path")
+        log("hand-written attention vs the generic path")
         attn = bench_attention(m, quick)
         extra["attention_gain_min"] = min(r["gain"] for r in attn)
-        console.log("decoder block")
+        log("decoder block")
         block_rows, block = bench_block(m, quick)
         rows += block_rows
-        console.log("calibration")
+        log("calibration")
         calib = calibration(m)
     extra["wall_s"] = time.perf_counter() - t0
     return {"machine": m.to_dict(), "kernels": rows, "decoder_block": block, "calibration": calib,
@@ -384,24 +384,14 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
     console.print_json(json.dumps(doc["summary"]))
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``bench`` subcommand."""
-    p = subparsers.add_parser("bench", help="scheduler/emulator benchmark against the physical limits")
-    p.add_argument("--json", help="write the full benchmark document to this path")
-    p.add_argument("--quick", action="store_true", help="small shapes only (CI smoke run)")
-    p.add_argument("--machine", help="machine overrides, e.g. cores=8,lx_kib=1024")
-    p.add_argument("--workloads", nargs="*", default=None,
-                   help="workload YAML files (default: the Llama and Granite files in ../shared/workloads; "
-                        "give none to skip)")
-    p.add_argument("--max-numel", type=int, default=None, help="skip workload cases with larger inputs")
-    p.set_defaults(func=_bench_cmd)
-
-
-def _bench_cmd(args: argparse.Namespace) -> int:
-    files = [Path(f) for f in args.workloads] if args.workloads is not None else \
-        sorted(p for p in SHARED.glob("*.yaml") if p.name != "template.yaml")
-    if args.quick and args.workloads is None:
+def command(args: argparse.Namespace) -> int:
+    """``spyre-adapter bench`` (arguments checked by :mod:`spyre_adapter.bench_cli`)."""
+    if args.workloads is not None:
+        files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
+    elif args.quick:
         files = []
+    else:
+        files = sorted(p for p in SHARED.glob("*.yaml") if p.name != "template.yaml")
     doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel)
     print_bench(doc)
     if args.json:

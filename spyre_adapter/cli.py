@@ -1,12 +1,10 @@
-"""``spyre-adapter``: the project's command line.
+"""The ``spyre-adapter`` command line.
 
-  run        compile and run a model on the emulated Spyre device
-  probe      check the installed torch against the surface the shims rely on
-  upgrade    codemod: upgrade vendor code across torch releases
-  migrate    codemod: move direct Inductor usage onto the stable API
-  report     render the compatibility-matrix report
-  workloads  run real-model operator cases (YAML) on the device
-  bench      scheduler/emulator benchmark against the physical limits
+Arguments are parsed and checked before torch (or anything heavy) is imported:
+each command's arguments are defined in a light module, imported only for that
+command (:data:`COMMANDS`); the command's implementation is imported by name
+once every check passed (:func:`spyre_adapter.argcheck.dispatch`). A bad
+argument is one line on stderr with exit status 2.
 """
 
 from __future__ import annotations
@@ -15,84 +13,101 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from .argcheck import ArgumentParser, dispatch, output_file, run_checks
+
+DESCRIPTION = """\
+Run models on the emulated IBM Spyre device, benchmark its scheduler, check the
+installed torch, upgrade vendor Inductor code across torch releases, and keep the
+release matrix. `spyre-adapter COMMAND --help` describes a command and its options.
+"""
+EPILOG = """\
+A bad argument is reported on one line (exit status 2) before any work starts.
+Output files must be in an existing folder: no command creates folders.
+"""
+
+#: Command -> (module defining its arguments with ``register(subparsers)``, one-line help).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("spyre_adapter.run_cli", "compile and run a model on the emulated Spyre device"),
+    "workloads": ("spyre_adapter.workloads.cli", "run real-model operator cases (YAML) on spyre vs CPU eager"),
+    "bench": ("spyre_adapter.bench_cli", "scheduler/emulator benchmark against the physical limits"),
+    "opinfo": ("spyre_adapter.opinfo.cli", "run the OpInfo sweep on the device and write its summary"),
+    "probe": ("spyre_adapter.cli", "check the installed torch against the internal surface the shims use"),
+    "upgrade": ("spyre_codemods.cli", "codemod: upgrade Inductor backend code across torch releases"),
+    "migrate": ("spyre_codemods.cli", "codemod: move torch._inductor/_dynamo usage onto the stable API"),
+    "report": ("spyre_compat.cli", "render compat_matrix/REPORT.md and report.png from committed data"),
+    "surface": ("spyre_compat.cli", "extract per-release API-surface JSON from release sources"),
+    "compat-run": ("spyre_compat.cli", "(nox compat session) run the tests and the probe, write the result JSON"),
+    "compat-table": ("spyre_compat.cli", "print the docs compatibility table (Markdown)"),
+}
+#: Checks of commands whose arguments other packages define ("module:function").
+CHECKS: dict[str, tuple[str, ...]] = {
+    "upgrade": ("spyre_adapter.codemod_checks:check_codemod",),
+    "migrate": ("spyre_adapter.codemod_checks:check_codemod",),
+    "surface": ("spyre_adapter.compat_checks:check_surface",),
+    "compat-run": ("spyre_adapter.compat_checks:check_compat_run",),
+}
 
 
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="compile and run a model on the emulated Spyre device")
-    from .models import MODELS
-
-    p.add_argument("--model", default="llama-block", choices=sorted(MODELS))
-    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
-    p.add_argument("--hidden", type=int, help="hidden size (default 512)")
-    p.add_argument("--heads", type=int)
-    p.add_argument("--kv-heads", type=int)
-    p.add_argument("--intermediate", type=int)
-    p.add_argument("--seq", type=int, help="tokens (default 64)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--layers", type=int)
-    p.add_argument("--machine", help="machine overrides, e.g. cores=8,lx_kib=1024, or a JSON/YAML file")
-    p.add_argument("--trace", help="write a Chrome/Perfetto trace of device time to this path")
-    p.add_argument("--json", help="write the run report as JSON to this path")
-    p.add_argument("--top", type=int, default=12, help="kernels shown in the table")
-    p.add_argument("--atol", type=float, help="max abs error allowed (default by dtype)")
-    p.set_defaults(func=_run_cmd)
+def register(subparsers: Any) -> None:
+    """Add ``probe`` (the other commands come from the modules in :data:`COMMANDS`)."""
+    p = subparsers.add_parser("probe", help=COMMANDS["probe"][1],
+                              description="Check every internal torch symbol and signature the shims rely on "
+                                          "(present, moved, adapted, missing) and which stable-API features are "
+                                          "therefore unavailable. Exit status 1 outside the supported window.")
+    p.add_argument("--json", type=output_file, metavar="PATH",
+                   help="write the probe result as JSON to PATH (its folder must exist; default: none)")
+    p.set_defaults(func="spyre_adapter.probe:command")
 
 
-def _run_cmd(args: argparse.Namespace) -> int:
-    from .run import RunOptions, main_run
-
-    opts = RunOptions(
-        model=args.model, dtype=args.dtype, machine=args.machine, trace=args.trace, json_path=args.json,
-        top=args.top, atol=args.atol,
-        sizes={k: getattr(args, k) for k in ("hidden", "heads", "kv_heads", "intermediate", "seq", "batch", "layers")
-               if getattr(args, k) is not None},
-    )
-    return main_run(opts)
-
-
-def _add_probe(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="check the installed torch against the shims' surface")
-    p.add_argument("--json", help="write the probe result as JSON to this path")
-    p.set_defaults(func=_probe_cmd)
-
-
-def _probe_cmd(args: argparse.Namespace) -> int:
-    from spyre_shims.probe import print_probe, run_probe
-
-    result = run_probe()
-    print_probe(result)
-    if args.json:
-        import json
-        from pathlib import Path
-
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if result["window_ok"] else 1
-
-
-def _plugins(sub: argparse._SubParsersAction) -> None:
-    """Subcommands contributed by other packages (each has ``register(subparsers)``)."""
-    for mod in ("spyre_codemods.cli", "spyre_compat.cli", "spyre_adapter.workloads.cli", "spyre_adapter.bench"):
-        try:
-            importlib.import_module(mod).register(sub)
-        except ModuleNotFoundError:
-            continue
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser."""
-    parser = argparse.ArgumentParser(prog="spyre-adapter", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_run(sub)
-    _add_probe(sub)
-    _plugins(sub)
+def build_parser(command: str | None = None, *, full: bool = False) -> ArgumentParser:
+    """The parser: with the arguments of ``command`` (every command's if ``full``);
+    the other commands are listed with their one-line help."""
+    parser = ArgumentParser(prog="spyre-adapter", description=DESCRIPTION, epilog=EPILOG)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    wanted = COMMANDS if full else {command: COMMANDS[command]} if command in COMMANDS else {}
+    for module in dict.fromkeys(m for m, _ in wanted.values()):
+        importlib.import_module(module).register(sub)
+    for name, (_, text) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+def subparsers_of(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Command -> its parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def parse(argv: Sequence[str]) -> tuple[ArgumentParser, argparse.Namespace, dict[str, argparse.ArgumentParser]]:
+    """Parse ``argv`` (exit 2 with one line on a bad argument): the parser, the
+    arguments and the parser of each command."""
+    args_list = list(argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(command)
+    args, extra = parser.parse_known_args(args_list)
+    subparsers = subparsers_of(parser)
+    if extra:  # reported by the command's parser, which names the command
+        subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return parser, args, subparsers
+
+
+def check_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse and check ``argv`` as :func:`main` does, without running the command
+    (exit 2 with one line on a bad argument); e.g. for commands quoted in docs."""
+    parser, args, subparsers = parse(argv)
+    run_checks(parser, args, CHECKS.get(args.command, ()), subparsers)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point."""
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    parser, args, subparsers = parse(sys.argv[1:] if argv is None else argv)
+    return dispatch(parser, args, CHECKS.get(args.command, ()), subparsers)
 
 
 if __name__ == "__main__":

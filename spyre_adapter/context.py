@@ -17,7 +17,7 @@ from spyre_shims import kernel_ir as kir
 from .emulator.executor import Card
 from .machine import Machine
 from .model.program import Program
-from .report import DeviceReport
+from .report import REPORT, DeviceReport
 
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
 
@@ -66,7 +66,7 @@ class DeviceContext:
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
         self.card = Card(machine)
-        self.report = DeviceReport()
+        self.report: DeviceReport = REPORT
         self.programs = ProgramCache()
 
     def set_machine(self, m: Machine) -> None:

@@ -1,14 +1,27 @@
 """The "spyre" PyTorch device: ``torch.device("spyre")``, ``.to("spyre")``,
-``torch.spyre.*`` and ``torch.compile`` through the stable API."""
+``torch.spyre.*`` and ``torch.compile`` through the stable API.
+
+Two halves, so that ``import torch`` stays fast: this module registers the
+device (eager ops on host-backed memory, ``torch.spyre``) and imports nothing
+heavy; :mod:`spyre_adapter.compiler` (the Inductor backend, scheduler and
+emulator, with sympy) is imported by name when Inductor first compiles, or when
+``torch.spyre.machine()`` asks for the machine model.
+"""
 
 from __future__ import annotations
 
+import importlib
 import types
 from typing import Any
 
-import torch
+from spyre_shims.device import add_eager_listener, on_first_compile, register_host_device
 
-_registered = False
+from .report import REPORT, DeviceReport
+
+#: The heavy half, imported only on first use.
+COMPILER = "spyre_adapter.compiler"
+
+_counting = False
 
 
 class _SpyreModule:
@@ -31,47 +44,28 @@ class _SpyreModule:
         return "IBM Spyre (emulated)"
 
     @staticmethod
-    def report() -> Any:
+    def report() -> DeviceReport:
         """The emulator's report of everything run so far."""
-        from .context import current
-
-        return current().report
+        return REPORT
 
     @staticmethod
     def machine() -> Any:
         """The machine model kernels are planned for."""
-        from .context import current_machine
-
-        return current_machine()
+        return importlib.import_module(COMPILER).current_machine()
 
 
 def register_device() -> types.ModuleType:
-    """Create the "spyre" device (eager ops on host-backed memory)."""
-    from spyre_shims.device import register_host_device
-
-    return register_host_device("spyre", _SpyreModule)
+    """Create the "spyre" device (eager ops on host-backed memory, counted in the report)."""
+    global _counting
+    module = register_host_device("spyre", _SpyreModule)
+    if not _counting:
+        add_eager_listener(REPORT.record_eager)
+        _counting = True
+    return module
 
 
 def register() -> None:
-    """Create the device and register the Spyre backend with Inductor."""
-    global _registered
+    """Create the device now; register the Spyre backend with Inductor when it
+    first compiles (:func:`spyre_adapter.compiler.install`)."""
     register_device()
-    if _registered:
-        return
-    from spyre_shims.backend import register_backend
-
-    from . import attention, decompositions
-    from .backend import SpyreBackend
-
-    register_backend(SpyreBackend())
-    decompositions.register("spyre")
-    attention.register("spyre")
-    _registered = True
-
-
-def is_registered() -> bool:
-    """True once :func:`register` ran."""
-    return _registered
-
-
-del torch
+    on_first_compile(f"{COMPILER}:install")

@@ -11,11 +11,15 @@ Sources (see ../shared/DESIGN.md):
 from __future__ import annotations
 
 import dataclasses
-import json
-from pathlib import Path
 from typing import Any
 
-__all__ = ["Machine", "SOURCES", "DEFAULT"]
+from .machine_spec import MachineSpecError, checked, read_file
+
+__all__ = ["Machine", "MachineSpecError", "SOURCES", "DEFAULT"]
+
+
+#: Parameters that may be zero (latencies); every other one must be positive.
+NON_NEGATIVE = frozenset({"kernel_launch_ns", "dma_setup_ns", "sync_ns"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,42 +82,45 @@ class Machine:
 
     # ------------------------------------------------------------ overrides
     def replace(self, **changes: Any) -> "Machine":
-        """A copy with some parameters changed (unknown names raise)."""
+        """A copy with some parameters changed; ``lx_kib`` sets ``lx_bytes`` (and
+        scales ``lx_usable_bytes``). Raises :class:`MachineSpecError` for an unknown
+        name, a value that is not a number, not whole where a count is needed, or
+        out of range."""
         names = {f.name for f in dataclasses.fields(self)}
-        unknown = set(changes) - names - {"lx_kib"}
+        unknown = sorted(set(changes) - names - {"lx_kib"})
         if unknown:
-            raise ValueError(f"unknown machine parameter(s): {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(sorted(names))}")
+            raise MachineSpecError(f"{unknown[0]!r} is not accepted: expected a machine parameter "
+                                   f"({', '.join(sorted(names | {'lx_kib'}))})")
         if "lx_kib" in changes:
-            kib = int(changes.pop("lx_kib"))
+            kib = int(checked("lx_kib", changes.pop("lx_kib"), integer=True))
             changes["lx_bytes"] = kib * 1024
             changes.setdefault("lx_usable_bytes", int(kib * 1024 * self.lx_usable_bytes / self.lx_bytes))
-        typed = {}
+        typed: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.name in changes:
-                typed[f.name] = type(getattr(self, f.name))(changes[f.name])
-        return dataclasses.replace(self, **typed)
+                typed[f.name] = checked(f.name, changes[f.name], integer=isinstance(getattr(self, f.name), int),
+                                        zero_ok=f.name in NON_NEGATIVE)
+        out = dataclasses.replace(self, **typed)
+        if out.lx_usable_bytes > out.lx_bytes:
+            raise MachineSpecError(f"lx_usable_bytes={out.lx_usable_bytes} is not accepted: expected at most "
+                                   f"lx_bytes ({out.lx_bytes})")
+        return out
 
     @classmethod
     def from_spec(cls, spec: str | None) -> "Machine":
-        """``"cores=8,lx_kib=1024"`` or a path to a JSON/YAML file of overrides."""
+        """``"cores=8,lx_kib=1024"`` or a path to a JSON/YAML file holding an object
+        of overrides. Raises :class:`MachineSpecError` (one line) for anything else."""
         if not spec:
             return DEFAULT
-        path = Path(spec)
-        if path.suffix in (".json", ".yaml", ".yml") and path.exists():
-            if path.suffix == ".json":
-                data = json.loads(path.read_text())
-            else:
-                import yaml
-
-                data = yaml.safe_load(path.read_text())
-            return DEFAULT.replace(**data)
-        changes = {}
+        if "=" not in spec:
+            return DEFAULT.replace(**read_file(spec))
+        changes: dict[str, Any] = {}
         for item in spec.split(","):
             key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"machine override {item!r} is not key=value")
-            changes[key.strip()] = float(value) if "." in value else int(value)
+            if not sep or not key.strip():
+                raise MachineSpecError(f"{item!r} is not accepted: expected name=value pairs separated by commas "
+                                       "(e.g. cores=8,lx_kib=1024) or a .json/.yaml file")
+            changes[key.strip()] = value.strip()
         return DEFAULT.replace(**changes)
 
     def to_dict(self) -> dict[str, Any]:

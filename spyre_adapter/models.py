@@ -18,32 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .model_config import ModelConfig
+
 __all__ = ["ModelConfig", "build", "MODELS", "example_inputs"]
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelConfig:
-    """Shape of a decoder model (Llama-3.1-8B: hidden 4096, 32 heads, 8 KV heads,
-    intermediate 14336)."""
-
-    hidden: int = 512
-    heads: int = 8
-    kv_heads: int = 2
-    intermediate: int = 1408
-    seq: int = 64
-    batch: int = 1
-    vocab: int = 2048
-    layers: int = 2
-    rope_theta: float = 500000.0
-    eps: float = 1e-5
-    # Granite multipliers (1.0 = Llama)
-    attention_multiplier: float | None = None
-    residual_multiplier: float = 1.0
-    embedding_multiplier: float = 1.0
-
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
 
 
 class RMSNorm(nn.Module):

@@ -3,10 +3,12 @@ with CPU eager, and report what the scheduler and the emulator did."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,14 @@ from rich.table import Table
 from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import eager_op_counts
 
-from . import models
-from .context import set_machine
+from . import compiler, models
+from .argcheck import ArgError, UsageError
+from .console import Stages, make_console
+from .context import current, set_machine
 from .machine import Machine
-from .context import current
-from .console import make_console
+from .machine_spec import DoesNotFitError
+from .model.rules import EmulatorError
+from .run_cli import sizes_of
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 #: Default max abs error vs CPU eager by dtype (activations of O(1) magnitude).
@@ -40,12 +45,15 @@ class RunOptions:
     sizes: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
-def run_model(opts: RunOptions) -> dict[str, Any]:
-    """Compile and run; return the result check and the device report."""
+def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Compile and run; return the result check and the device report
+    (``progress`` is told each stage)."""
     dtype = DTYPES[opts.dtype]
     cfg = dataclasses.replace(models.ModelConfig(), **opts.sizes)
     machine = Machine.from_spec(opts.machine)
     set_machine(machine)
+    compiler.install()
+    progress(f"building {opts.model} ({opts.dtype}) and running it eagerly on the CPU")
     model = models.build(opts.model, cfg, dtype)
     x = models.example_inputs(opts.model, cfg, dtype)
     t0 = time.perf_counter()
@@ -58,6 +66,7 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
     report.keep_timelines = opts.trace is not None
     dev_model = model.to("spyre")
     compiled = torch.compile(dev_model, dynamic=False)
+    progress("compiling for the spyre device and running on the emulator")
     eager_before = sum(eager_op_counts().values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FallbackWarning)
@@ -66,10 +75,13 @@ def run_model(opts: RunOptions) -> dict[str, Any]:
             out = compiled(x.to("spyre"))
         first_s = time.perf_counter() - t0
     # The report of one run (the first); the steady run below only measures wall time.
-    summary = report.summary()
+    if report.limits:  # a machine too small for a kernel of the model: bad input, not a fallback
+        raise report.limits[0]
+    summary = report.to_dict()
     per_kernel = sorted(report.per_kernel(), key=lambda r: -r["modeled_ns"])
     first_launches = list(report.launches)
     report.keep_timelines = False
+    progress("steady run (compiled code, no compilation)")
     t0 = time.perf_counter()
     with torch.no_grad():
         compiled(x.to("spyre"))
@@ -136,10 +148,37 @@ def plan_summary(plan: dict[str, Any]) -> str:
 
 
 def main_run(opts: RunOptions) -> int:
-    result = run_model(opts)
+    result = run_model(opts, Stages())
     print_result(result, opts.top)
     if opts.json_path:
         Path(opts.json_path).write_text(json.dumps(result, indent=2, default=str) + "\n")
     if opts.trace:
         make_console().print(f"trace written to {opts.trace} (open in ui.perfetto.dev or chrome://tracing)")
     return 0 if result["passed"] else 1
+
+
+def command(args: argparse.Namespace) -> int:
+    """``spyre-adapter run`` (arguments checked by :mod:`spyre_adapter.run_cli`).
+    A machine too small for a kernel is bad input: one line, exit status 2."""
+    opts = RunOptions(model=args.model, dtype=args.dtype, machine=args.machine, trace=args.trace,
+                      json_path=args.json, top=args.top, atol=args.atol, sizes=sizes_of(args))
+    try:
+        return main_run(opts)
+    except Exception as exc:
+        limit = machine_limit(exc)
+        if limit is None:
+            raise
+        if args.machine:
+            raise ArgError("--machine", args.machine, f"too small: {limit}") from None
+        raise UsageError(f"the model does not fit the machine: {limit}") from None
+
+
+def machine_limit(exc: BaseException) -> str | None:
+    """The hardware limit behind ``exc`` (also when Inductor wrapped it), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DoesNotFitError) or (
+                isinstance(seen, EmulatorError) and seen.kind in ("allocation over capacity", "per-core span exceeded")):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None

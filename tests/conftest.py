@@ -14,7 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # layering_contract for import-l
 
 import torch  # noqa: E402
 
-import spyre_adapter  # noqa: E402,F401
+import spyre_adapter  # noqa: E402
+
+spyre_adapter.register()  # when autoload is off
 
 from spyre_adapter.context import current  # noqa: E402
 from spyre_shims.runtime import reset_compiled  # noqa: E402

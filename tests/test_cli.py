@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,8 @@ def test_run_llama_block_reports_check_and_device(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert "result check vs CPU eager: PASS" in res.stdout
     assert "modeled device time" in res.stdout and "kernels generated" in res.stdout
+    # progress: a line per stage on stderr, without source locations
+    assert "compiling for the spyre device" in res.stderr and not re.search(r"\w\.py:\d", res.stderr), res.stderr
     data = json.loads(out.read_text())
     assert data["passed"] and data["device"]["kernels_generated"] >= 10
     assert data["device"]["fallbacks"] == {} and data["device"]["modeled_device_ns"] > 0
@@ -44,6 +47,17 @@ def test_run_other_models_and_machine_override(tmp_path: Path) -> None:
     assert max(k["cores"] for k in data["kernels"]) <= 8
 
 
+def test_a_machine_too_small_for_a_kernel_names_the_kernel_and_the_limit(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    res = _cli("run", "--model", "mlp", "--hidden", "64", "--intermediate", "128", "--seq", "8",
+               "--machine", "lx_kib=1", "--json", str(out))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    error = res.stderr.splitlines()[-1]
+    assert error.startswith("spyre-adapter run: error: argument --machine: 'lx_kib=1'"), error
+    assert "kernel spyre_" in error and "lx_usable_bytes=781" in error and "Inductor" not in error
+    assert not out.exists()
+
+
 def test_probe_json(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
     res = _cli("probe", "--json", str(out))
@@ -53,6 +67,12 @@ def test_probe_json(tmp_path: Path) -> None:
     required_missing = [s for s in data["symbols"] if s["status"] == "missing" and s["required"]]
     assert required_missing == []
     assert any(a.startswith("device.host_backed=") for a in data["adapters"])
+    # Piped (no terminal, no COLUMNS): the table takes its natural width, no name is cut.
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run([sys.executable, "-m", "spyre_adapter.cli", "probe"], capture_output=True, text=True,
+                           env=env)
+    for symbol in data["symbols"]:
+        assert f"{symbol['module']}:{symbol['name']}" in piped.stdout
 
 
 def test_generated_code_runs_from_cache_in_a_fresh_process(tmp_path: Path) -> None:

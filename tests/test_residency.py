@@ -42,7 +42,7 @@ def _compile(fn, args, report):
         out = torch.compile(fn, dynamic=False)(*[a.to("spyre") for a in args])
     for got, want in zip(out, fn(*args)):
         torch.testing.assert_close(got.cpu(), want, atol=2e-2, rtol=2e-2)
-    return graphs, report.summary()["lx_residency"]
+    return graphs, report.to_dict()["lx_residency"]
 
 
 def _reads(kernels):

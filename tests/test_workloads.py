@@ -17,7 +17,7 @@ from spyre_adapter.workloads.cli import main as workloads_main
 from spyre_adapter.workloads.literals import parse_literal
 from spyre_adapter.workloads.runner import run_files
 
-WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
+WORKLOADS = spec.shared_workloads()
 REAL_FILES = sorted(WORKLOADS.glob("*-Instruct.yaml")) + sorted(WORKLOADS.glob("*-instruct.yaml"))
 OK = (diff.PASS, diff.PASS_NO_KERNEL, diff.FALLBACK)
 
@@ -207,19 +207,34 @@ def test_cli_json_exit_code_and_max_numel(tmp_path: Path, report, capsys: pytest
     skipped = next(c for c in doc["cases"] if c["name"] == "mul_strided")
     assert skipped["status"] == diff.SKIPPED and "--max-numel" in skipped["detail"]
     assert "view_only" in capsys.readouterr().out
-    assert workloads_main([str(path), "--case", "nonsense_op"]) == 1
-    assert workloads_main([str(tmp_path / "missing.yaml")]) == 1
+    assert workloads_main([str(path), "--case", "nonsense_op"]) == 1  # a case that cannot be built
+    with pytest.raises(SystemExit) as exit_info:  # a file that does not exist: checked before any work
+        workloads_main([str(tmp_path / "missing.yaml")])
+    assert exit_info.value.code == 2 and "missing.yaml" in capsys.readouterr().err
 
 
-def test_workloads_subcommand_registers() -> None:
-    import argparse
-
+def test_workloads_subcommand_registers(tmp_path: Path) -> None:
+    from spyre_adapter.argcheck import ArgumentParser
     from spyre_adapter.workloads.cli import register
 
-    parser = argparse.ArgumentParser()
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(FILE)
+    b.write_text(FILE)
+    parser = ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["workloads", "a.yaml", "b.yaml", "--json", "x.json", "--max-numel", "5"])
-    assert args.files == ["a.yaml", "b.yaml"] and args.json == "x.json" and args.max_numel == 5
+    args = parser.parse_args(["workloads", str(a), str(b), "--json", str(tmp_path / "x.json"), "--max-numel", "5"])
+    assert [wf.path for wf in args.files] == [a, b] and args.json == str(tmp_path / "x.json")
+    assert args.max_numel == 5 and args.files[0].cases[0].name
+
+
+def test_progress_is_a_line_per_file_when_stderr_is_not_a_terminal(tmp_path: Path, report,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "unit.yaml"
+    path.write_text(FILE)
+    recs = run_files([path], progress=True, cases=["view_only", "mul_strided"])
+    err = capsys.readouterr().err.splitlines()
+    assert len(recs) == 2
+    assert err[0].endswith("unit.yaml: 2 case(s)") and "unit.yaml: done (" in err[-1], err
 
 
 # ------------------------------------------------------------------ real-model quick subset

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,11 +24,18 @@ _aten = torch.ops.aten
 class HostBackedDevice:
     """The eager runtime of one host-backed device type."""
 
-    def __init__(self, name: str, adapter: Any) -> None:
+    def __init__(self, name: str, adapter: Any, on_op: Callable[[str], None] | None = None) -> None:
         self.name = name
         self.adapter = adapter
+        self.on_op = on_op
         self.op_counts: collections.Counter[str] = collections.Counter()
         self._libs: list[torch.library.Library] = []
+        # Kernels are registered behind torch.compiler.disable once Dynamo is
+        # imported (see install); not while the Python body of one of them runs.
+        self._lock = threading.RLock()
+        self._running = 0
+        self._traced_safe = False
+        self._swap_pending = False
 
     # -------------------------------------------------------------- conversions
     def device(self, index: int | None = 0) -> torch.device:
@@ -68,6 +78,8 @@ class HostBackedDevice:
     def fallback(self, op: Any, *args: Any, **kwargs: Any) -> Any:
         """Run ``op`` on host aliases; map results back to device tensors."""
         self.op_counts[str(op)] += 1
+        if self.on_op is not None:
+            self.on_op(str(op))
         flat_in, _ = tree_flatten((args, kwargs))
         # Device inputs by the address of their memory: outputs that alias an
         # input (views) must share its device storage.
@@ -182,11 +194,60 @@ class HostBackedDevice:
         return t
 
     def install(self) -> None:
-        """Register the fallback and explicit kernels for PrivateUse1."""
-        # Host execution is never traced: when torch.compile runs a function
-        # eagerly (e.g. one it skips), its ops land here inside the compile
-        # context, and Dynamo must not try to compile the runtime itself.
-        no_trace = torch.compiler.disable
+        """Register the fallback and explicit kernels for PrivateUse1.
+
+        Host execution is never traced: when torch.compile runs a function
+        eagerly (e.g. one it skips), its ops land here inside the compile
+        context, and Dynamo must not try to compile the runtime itself, so the
+        kernels run behind ``torch.compiler.disable``. That needs Dynamo, which
+        takes seconds to import and which nothing can run before it is imported:
+        until then the kernels are registered plain, and :meth:`guard_for_dynamo`
+        (called right after torch imports Dynamo) registers them again, disabled.
+        """
+        self._traced_safe = "torch._dynamo" in sys.modules
+        no_trace = torch.compiler.disable if self._traced_safe else _plain
+        self._register(no_trace)
+
+    def guard_for_dynamo(self) -> None:
+        """Register the kernels again behind ``torch.compiler.disable`` (Dynamo is
+        imported now). Deferred while a kernel of the device runs (Dynamo can be
+        imported from inside one), so that no kernel is unregistered while its
+        Python body runs: the last one to return registers them again."""
+        with self._lock:
+            if self._traced_safe or not self._libs:
+                return
+            if self._running:
+                self._swap_pending = True
+                return
+            self._swap_locked()
+
+    def _swap_locked(self) -> None:
+        self._swap_pending = False
+        if not all(hasattr(lib, "_destroy") for lib in self._libs):
+            return  # no way to unregister on this release: keep the plain kernels
+        for lib in self._libs:
+            lib._destroy()
+        self._traced_safe = True
+        self._register(torch.compiler.disable)
+
+    def _tracked(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self._running += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    if self._swap_pending and not self._running:
+                        self._swap_locked()
+
+        return run
+
+    def _register(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        def no_trace(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return wrap(self._tracked(fn))
+
         fb = torch.library.Library("_", "IMPL")  # noqa: TOR901 - a fallback needs the "_" namespace
         fb.fallback(no_trace(self.fallback), dispatch_key="PrivateUse1")
         lib = torch.library.Library("aten", "IMPL")  # noqa: TOR901
@@ -217,6 +278,10 @@ class HostBackedDevice:
                          ("_reshape_alias", _aten._reshape_alias.default), ("unfold", _aten.unfold.default)):
             lib.impl(name, no_trace(_redispatch(a, op)), "PrivateUse1")
         self._libs = [fb, lib]
+
+
+def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return fn
 
 
 def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, padding: Any, dilation: Any,

@@ -21,19 +21,16 @@ ACTIVE: dict[str, str] = {}
 def _pick(feature: str, candidates: list[str]) -> ModuleType:
     import importlib
 
-    usable = []
-    for name in candidates:
-        mod = importlib.import_module(f"{__package__}.adapters.{name}")
+    mods = [importlib.import_module(f"{__package__}.adapters.{name}") for name in candidates]
+    # Adapters whose documented range covers this release first; the first one
+    # that works is taken (a check can be costly: the C++ one imports setuptools).
+    mods.sort(key=lambda m: installed() not in SpecifierSet(m.RELEASES))
+    for mod in mods:
         if mod.available():
-            usable.append(mod)
-    if not usable:
-        raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT,
-                                    f"no adapter works here (tried {', '.join(candidates)})")
-    # Tiebreak: prefer the adapter whose documented range covers this release.
-    usable.sort(key=lambda m: installed() not in SpecifierSet(m.RELEASES))
-    chosen = usable[0]
-    ACTIVE[feature] = chosen.__name__.rsplit(".", 1)[-1]
-    return chosen
+            ACTIVE[feature] = mod.__name__.rsplit(".", 1)[-1]
+            return mod
+    raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT,
+                                f"no adapter works here (tried {', '.join(candidates)})")
 
 
 @functools.cache

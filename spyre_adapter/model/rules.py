@@ -98,7 +98,7 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int,
     loads: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)
     for c in p.cores:
         epoch = 0
-        peak = max((a + n for core, a, n in held if core == c.core), default=0)
+        peak = max((hi for core, lo, hi in held if core == c.core), default=0)
         for step, ins in enumerate(c.instrs):
             if isinstance(ins, Barrier):
                 epoch += 1

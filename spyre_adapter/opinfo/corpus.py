@@ -11,9 +11,6 @@ import torch
 
 #: dtypes the sweep covers, by short name.
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-#: Samples per item by default: spread evenly over the op's sample list (the
-#: whole list is ~50k samples, ~4 h per core; the spread keeps the variety).
-DEFAULT_MAX_SAMPLES = 6
 
 
 @dataclasses.dataclass(frozen=True)

@@ -93,6 +93,10 @@ class _Worker:
             self.start()
 
 
+#: Seconds between progress lines when the output is not a terminal.
+LINE_EVERY_S = 60.0
+
+
 def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, workdir: Path | None = None,
                  timeout: float = 600.0, log: Path | None = None) -> dict[str, dict[str, Any]]:
     """Records of every item, by key. ``workdir`` holds the journals: rerunning
@@ -104,6 +108,7 @@ def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, workd
     pool = [_Worker(k, list(items[k::workers]), workdir, max_samples, log) for k in range(workers)]
     columns = (TextColumn("opinfo sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[status]}"))
+    start = last_line = time.perf_counter()
     with Progress(*columns, transient=False) as progress:
         task = progress.add_task("sweep", total=len(items), status="")
         for w in pool:
@@ -114,6 +119,10 @@ def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, workd
             records = _collect(pool)
             fails = sum(r["status"] == "fail" for r in records.values())
             progress.update(task, completed=len(records), status=f"fail {fails}")
+            if not progress.console.is_terminal and time.perf_counter() - last_line >= LINE_EVERY_S:
+                last_line = time.perf_counter()  # no live bar in a log: a line now and then
+                progress.console.print(f"[{last_line - start:7.1f} s] opinfo sweep: {len(records)}/{len(items)} "
+                                       f"items, {fails} fail", highlight=False)
             if all(w.proc is None for w in pool):
                 break
             time.sleep(0.5)

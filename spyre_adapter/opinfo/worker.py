@@ -10,6 +10,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import spyre_adapter
+
 from .corpus import Item
 from .expectations import load
 
@@ -20,7 +22,7 @@ GC_EVERY_ITEMS = 50
 def run(items_path: Path, journal: Path, max_samples: int) -> int:
     import torch
 
-    import spyre_adapter  # noqa: F401 - registers the device when autoload is off
+    spyre_adapter.register()  # when autoload is off
     from spyre_shims.runtime import reset_compiled
 
     from .sweep import run_item

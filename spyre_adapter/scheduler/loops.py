@@ -23,6 +23,7 @@ import torch
 from spyre_shims.kernel_ir import KernelGroup
 
 from ..machine import Machine
+from ..machine_spec import DoesNotFitError
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
 from ..model.program import Resident
@@ -420,8 +421,8 @@ def _row_bytes(gm: GroupModel, m: Machine) -> int:
     return w.dma_bytes + w.lx_bytes + sum(w.inv_bytes.values())
 
 
-class SchedulingError(RuntimeError):
-    """No division of a kernel fits the machine (names the kernel and the limit)."""
+class SchedulingError(DoesNotFitError):
+    """No division of a loop group fits the machine (names the kernel and the limit)."""
 
 
 #: Largest number of chunks one core cuts a row into.
@@ -437,6 +438,11 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     planning; ``residency``: LX windows shared with neighbouring kernels)."""
     gm = model_group(group, m, sizes, lx_planning)
     rows = max(gm.rows, 1)
+    # Every operand of a tile needs at least one stick, twice (double buffering).
+    least = 2 * m.stick_bytes * len(gm.accesses)
+    if least > m.lx_usable_bytes:
+        raise SchedulingError(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
+                              "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
     costs = {force: _estimate(gm, m, force)} if force is not None else choose(gm, m)[1]
     order = sorted(costs, key=lambda d: (costs[d], d.used))
     cand = tuple(Candidate(f"{d.cores}x{d.rsplit}", round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
@@ -452,8 +458,9 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
                 return _build_grid(gm, m, grid, name, sizes, cand)
             except (LxFull, Unbuildable, EmulatorError) as exc:
                 reasons.append(f"grid {'x'.join(map(str, grid))}: {exc}")
-    raise SchedulingError(f"kernel {name}: no division fits the machine ({m.cores} cores, "
-                          f"{m.lx_usable_bytes} B usable LX): " + "; ".join(reasons[:3]))
+    raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(reasons[:3]) + ")",
+                          f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
+                          f"span_bytes_per_core={m.span_bytes_per_core}", name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -520,7 +527,8 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
             if tile_rows > gm.unit:
                 tile_rows = max(gm.unit, (tile_rows // 2) // gm.unit * gm.unit)
                 continue
-            if per_core < MAX_CHUNKS and not phased:
+            longest = max((i.rnumel if i.rnumel > 1 else i.numel // max(gm.rows, 1) for i in gm.infos), default=1)
+            if per_core < MAX_CHUNKS and not phased and per_core * 2 * 128 <= longest:
                 per_core *= 2
                 continue
             raise

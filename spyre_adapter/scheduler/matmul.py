@@ -23,6 +23,7 @@ from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 
 from ..machine import Machine
+from ..machine_spec import DoesNotFitError
 from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import simulate
@@ -223,7 +224,8 @@ def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | 
         most = max((g.cores for g, _ in even), default=0)
         ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
-        raise ValueError(f"no matmul tiling fits LX for {s}")
+        raise DoesNotFitError(f"no tiling of the {s.m}x{s.n}x{s.k} matmul (batch {s.batch}, {s.isz}-byte elements) "
+                              "fits in one core's LX", f"lx_usable_bytes={m.lx_usable_bytes} per core")
     return ranked
 
 
@@ -241,7 +243,7 @@ def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None =
     return out
 
 
-class MatmulUnplannable(RuntimeError):
+class MatmulUnplannable(DoesNotFitError):
     """No grid of a matmul fits the machine."""
 
 
@@ -290,8 +292,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         if best is None or t < best[0]:
             best = (t, prog)
     if best is None:
-        raise MatmulUnplannable(f"kernel {name}: no matmul grid fits the machine ({m.cores} cores, "
-                                f"{m.lx_usable_bytes} B usable LX): {'; '.join(reasons[:2]) or 'no candidate'}")
+        raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
+                                f"({'; '.join(reasons[:2]) or 'no candidate'})",
+                                f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
     return best[1]
 
 

@@ -11,8 +11,10 @@ it Dynamo would silently run eagerly). Compiled state is dropped every
 from __future__ import annotations
 
 import gc
+import sys
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,24 +91,60 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
 
 
 @contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
+def _progress(todo: Sequence[tuple[WorkloadFile, CaseSpec]], enabled: bool) -> Iterator[Callable[[str, str], None]]:
+    """``advance(case, status)`` after each case: a bar on a terminal; otherwise
+    a line per file and one at least every LINE_EVERY_S seconds (a CI log is
+    never silent for long)."""
     if not enabled:
-        yield lambda name: None
+        yield lambda name, status: None
         return
-    columns = (TextColumn("workloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[case]}"))
-    with Progress(*columns, transient=True) as progress:
-        task = progress.add_task("run", total=total, case="")
-        yield lambda name: progress.update(task, advance=1, case=name)
+    if sys.stderr.isatty():
+        columns = (TextColumn("workloads"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[case]}"))
+        with Progress(*columns, transient=True) as progress:
+            task = progress.add_task("run", total=len(todo), case="")
+            yield lambda name, status: progress.update(task, advance=1, case=name)
+        return
+    per_file = Counter(wf.path for wf, _ in todo)
+    state = {"done": 0, "file": None, "in_file": 0, "statuses": Counter(), "last": time.perf_counter()}
+    start = time.perf_counter()
+
+    def line(text: str) -> None:
+        print(f"[{time.perf_counter() - start:7.1f} s] {text}", file=sys.stderr, flush=True)
+        state["last"] = time.perf_counter()
+
+    def advance(name: str, status: str) -> None:
+        wf = todo[state["done"]][0]
+        if state["file"] != wf.path:
+            state.update(file=wf.path, in_file=0, statuses=Counter())
+            line(f"{wf.path.name}: {per_file[wf.path]} case(s)")
+        state["done"] += 1
+        state["in_file"] += 1
+        state["statuses"][status] += 1
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(state["statuses"].items()))
+        if state["in_file"] == per_file[wf.path]:
+            line(f"{wf.path.name}: done ({counts})")
+        elif time.perf_counter() - state["last"] >= LINE_EVERY_S:
+            line(f"{wf.path.name}: {state['in_file']}/{per_file[wf.path]} cases ({counts}), at {name}")
+
+    yield advance
 
 
-def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, reset_every: int = 40,
+#: Seconds between progress lines within a file when stderr is not a terminal.
+LINE_EVERY_S = 30.0
+
+
+def run_files(paths: Sequence[str | Path | WorkloadFile], *, max_numel: int | None = None, reset_every: int = 40,
               progress: bool = True, cases: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Records of every case of every file, in file order. ``cases`` filters by name.
-    A file that cannot be loaded at all yields one ``error`` record."""
+    """Records of every case of every file (a path, or a file already loaded), in
+    file order. ``cases`` filters by name. A file that cannot be loaded at all
+    yields one ``error`` record. ``progress`` goes to stderr (see ``_progress``)."""
     files: list[WorkloadFile] = []
     records: list[dict[str, Any]] = []
     for p in paths:
+        if isinstance(p, WorkloadFile):
+            files.append(p)
+            continue
         try:
             files.append(load(p))
         except (OSError, ValueError) as exc:
@@ -114,9 +152,9 @@ def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, rese
                             "detail": f"cannot load {p}: {exc}"})
     todo = [(wf, c) for wf in files for c in wf.cases if not cases or c.name in cases]
     cache = CompiledCache(reset_every)
-    with _progress(len(todo), progress) as advance:
+    with _progress(todo, progress) as advance:
         for wf, spec in todo:
             records.append(run_case(spec, wf, cache, max_numel))
-            advance(spec.name)
+            advance(spec.name, records[-1]["status"])
     cache.clear()
     return records

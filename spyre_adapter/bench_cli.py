@@ -1,0 +1,31 @@
+"""``spyre-adapter bench``: its arguments and their checks (no torch here; the
+benchmark is :func:`spyre_adapter.bench.command`, imported once they pass)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .argcheck import int_range, output_file
+from .run_cli import machine_argument
+from .workloads.cli import workload_file
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench`` to an ``add_subparsers()`` object."""
+    p = subparsers.add_parser(
+        "bench", help="scheduler/emulator benchmark against the physical limits",
+        description="Plan and emulate GEMMs, loop-kernel chains, the real-model workload cases, hand-written vs "
+                    "generic attention and a decoder block; report roofline efficiency, DRAM traffic against the "
+                    "compulsory bytes, single-core and even-split baselines from the same run, and calibration "
+                    "against measurements of the real card. Progress goes to stderr, a line per section.")
+    p.add_argument("--json", type=output_file, metavar="PATH",
+                   help="write the full benchmark document to PATH (its folder must exist; default: none)")
+    p.add_argument("--quick", action="store_true", help="small shapes only, no workload files (CI smoke run)")
+    p.add_argument("--machine", type=machine_argument, metavar="SPEC",
+                   help="machine overrides, e.g. cores=8,lx_kib=1024, or a .json/.yaml file (default: the Spyre card)")
+    p.add_argument("--workloads", nargs="*", type=workload_file, default=None, metavar="FILE",
+                   help="workload YAML files (default: the Llama and Granite files in ../shared/workloads, none "
+                        "with --quick; give the option without files to skip them)")
+    p.add_argument("--max-numel", type=int_range(1), metavar="N",
+                   help="skip workload cases with an input larger than N elements (default: no limit)")
+    p.set_defaults(func="spyre_adapter.bench:command")

@@ -1,0 +1,34 @@
+"""The OpInfo sweep command once its arguments passed the checks in
+:mod:`spyre_adapter.opinfo.cli`: run (or summarize) and write the summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from .corpus import items
+from .parallel import journals, run_parallel
+from .summary import build, markdown
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the sweep (or only summarize ``--workdir``); 1 if an item failed or was not run."""
+    run, not_applicable = items(args.ops, args.dtypes)
+    t0 = time.perf_counter()
+    if args.summarize_only:
+        records = journals(args.workdir)
+        wall = sum(r.get("seconds", 0.0) for r in records.values()) / max(args.workers, 1)
+    else:
+        records = run_parallel(run, workers=args.workers, max_samples=args.max_samples, workdir=args.workdir,
+                               timeout=args.timeout)
+        wall = time.perf_counter() - t0
+    summary = build(records, not_applicable, max_samples=args.max_samples, wall_seconds=wall,
+                    pending=[i for i in run if i.key not in records])
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (args.out / "SUMMARY.md").write_text(markdown(summary))
+    c = summary["counts"]
+    print(f"{summary['items']} items: " + ", ".join(f"{k} {v}" for k, v in c.items())
+          + (f"; {len(summary['pending'])} not run yet (incomplete)" if summary["pending"] else ""))
+    print(f"summary: {args.out / 'summary.json'}, {args.out / 'SUMMARY.md'}")
+    return 1 if c["fail"] or summary["pending"] else 0

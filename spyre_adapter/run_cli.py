@@ -1,0 +1,126 @@
+"""``spyre-adapter run``: its arguments and their checks (no torch here; the
+run itself is :func:`spyre_adapter.run.command`, imported once they pass).
+
+The checks are tables: :data:`SIZE_OPTIONS` (one row per size option) and
+:data:`SHAPE_RULES` (constraints between sizes); which sizes a model uses comes
+from :data:`spyre_adapter.model_config.MODEL_SIZES`. A new model or option is a
+new row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .argcheck import ArgError, float_range, int_range, one_of, output_file
+from .machine import Machine, MachineSpecError
+from .model_config import MODEL_SIZES, SIZE_LIMITS, ModelConfig
+
+__all__ = ["register", "SIZE_OPTIONS", "SHAPE_RULES", "DTYPES", "check_run", "machine_argument", "sizes_of"]
+
+#: --dtype choices (torch dtypes in spyre_adapter.run).
+DTYPES = ("fp16", "bf16", "fp32")
+_DEFAULTS = ModelConfig()
+
+
+class SizeOption(NamedTuple):
+    option: str
+    field: str
+    help: str
+
+
+#: Size options: the ModelConfig field each sets, with its range from SIZE_LIMITS.
+SIZE_OPTIONS: tuple[SizeOption, ...] = (
+    SizeOption("--hidden", "hidden", "hidden size"),
+    SizeOption("--heads", "heads", "attention heads (must divide --hidden)"),
+    SizeOption("--kv-heads", "kv_heads", "key/value heads of grouped-query attention (must divide --heads)"),
+    SizeOption("--intermediate", "intermediate", "MLP intermediate size"),
+    SizeOption("--seq", "seq", "tokens per sequence"),
+    SizeOption("--batch", "batch", "sequences"),
+    SizeOption("--layers", "layers", "decoder layers (the *-tiny models)"),
+)
+_OPTION = {s.field: s.option for s in SIZE_OPTIONS}
+
+
+class ShapeRule(NamedTuple):
+    """A constraint between sizes: ``ok(sizes)``; the error names ``blame`` (the
+    first of these the user gave) and says ``accepted(sizes)``."""
+
+    fields: tuple[str, ...]
+    ok: Callable[[dict[str, int]], bool]
+    blame: tuple[str, ...]
+    accepted: Callable[[dict[str, int]], str]
+
+
+SHAPE_RULES: tuple[ShapeRule, ...] = (
+    ShapeRule(("hidden", "heads"), lambda s: s["hidden"] % s["heads"] == 0, ("hidden", "heads"),
+              lambda s: f"--hidden a multiple of --heads (hidden {s['hidden']}, heads {s['heads']})"),
+    ShapeRule(("hidden", "heads"), lambda s: (s["hidden"] // s["heads"]) % 2 == 0, ("hidden", "heads"),
+              lambda s: f"an even head size --hidden / --heads for rotary embeddings "
+                        f"({s['hidden']} / {s['heads']} = {s['hidden'] // s['heads']})"),
+    ShapeRule(("heads", "kv_heads"), lambda s: s["heads"] % s["kv_heads"] == 0, ("kv_heads", "heads"),
+              lambda s: f"--kv-heads a divisor of --heads (heads {s['heads']}, kv-heads {s['kv_heads']})"),
+)
+
+
+def machine_argument(text: str) -> str:
+    """argparse type of ``--machine``: the spec, checked (the command parses it again)."""
+    try:
+        Machine.from_spec(text)
+    except MachineSpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def register(subparsers: Any) -> None:
+    """Add ``run`` to an ``add_subparsers()`` object."""
+    p = subparsers.add_parser(
+        "run", help="compile and run a model on the emulated Spyre device",
+        description="Build a Llama/Granite-style model with random weights, run it eagerly on the CPU, compile it "
+                    "for the 'spyre' device, run it on the emulator, and report the result check, the kernels, "
+                    "modeled device time, DRAM traffic and LX residency. Progress goes to stderr.")
+    p.add_argument("--model", default="llama-block", type=one_of(MODEL_SIZES, "a model:"), metavar="MODEL",
+                   help=f"the model: {', '.join(MODEL_SIZES)}")
+    p.add_argument("--dtype", default="fp16", choices=DTYPES, help="element type")
+    for s in SIZE_OPTIONS:
+        low, high = SIZE_LIMITS[s.field]
+        p.add_argument(s.option, type=int_range(low, high), metavar="N",
+                       help=f"{s.help}, {low} to {high} (default: {getattr(_DEFAULTS, s.field)})")
+    p.add_argument("--machine", type=machine_argument, metavar="SPEC",
+                   help="machine overrides: name=value pairs (e.g. cores=8,lx_kib=1024) or a .json/.yaml file "
+                        "holding an object of them (default: the Spyre card, see spyre_adapter/machine.py)")
+    p.add_argument("--trace", type=output_file, metavar="PATH",
+                   help="write a Chrome/Perfetto trace of device time to PATH (its folder must exist; "
+                        "default: no trace)")
+    p.add_argument("--json", type=output_file, metavar="PATH",
+                   help="write the run report as JSON to PATH (its folder must exist; default: none)")
+    p.add_argument("--top", type=int_range(0), default=12, metavar="N", help="kernels shown in the table")
+    p.add_argument("--atol", type=float_range(0.0), metavar="X",
+                   help="max abs error allowed vs CPU eager (default by dtype: fp16 0.05, bf16 0.25, fp32 0.001)")
+    p.set_defaults(func="spyre_adapter.run:command", checks=[check_run])
+
+
+def sizes_of(args: argparse.Namespace) -> dict[str, int]:
+    """The size options the user gave, by ModelConfig field."""
+    return {s.field: getattr(args, s.field) for s in SIZE_OPTIONS if getattr(args, s.field) is not None}
+
+
+def check_run(args: argparse.Namespace) -> None:
+    """Checks across arguments: sizes the model does not use, shape rules, one
+    file written twice."""
+    given = sizes_of(args)
+    used = MODEL_SIZES[args.model]
+    for field in given:
+        if field not in used:
+            users = [m for m, f in MODEL_SIZES.items() if field in f]
+            raise ArgError(_OPTION[field], given[field],
+                           f"--model {args.model} has no such size; it applies to {', '.join(users)}")
+    sizes = {**dataclasses.asdict(_DEFAULTS), **given}
+    for rule in SHAPE_RULES:
+        if set(rule.fields) <= used and not rule.ok(sizes):
+            field = next((f for f in rule.blame if f in given), rule.blame[0])
+            raise ArgError(_OPTION[field], sizes[field], f"expected {rule.accepted(sizes)}")
+    if args.trace is not None and args.trace == args.json:
+        raise ArgError("--trace", args.trace, "expected a different file than --json")

@@ -1,0 +1,32 @@
+"""The ``workloads`` command once its arguments passed the checks in
+:mod:`spyre_adapter.workloads.cli`: run, print the table, write the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import warnings
+from pathlib import Path
+
+import torch
+
+import spyre_adapter
+
+from .output import document, print_table
+from .runner import run_files
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run, print the table, write JSON; 1 if any case failed or could not be built."""
+    spyre_adapter.register()  # when autoload is off
+    torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)  # graph-break chatter
+    warnings.filterwarnings("ignore", module=r"torch\.")
+    records = run_files(args.files, max_numel=args.max_numel, reset_every=args.reset_every,
+                        progress=not args.no_progress, cases=args.case)
+    print_table(records)
+    doc = document(records)
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    s = doc["summary"]
+    return 1 if s["failed"] or s["errors"] else 0
