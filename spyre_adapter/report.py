@@ -53,13 +53,20 @@ class DeviceReport:
             self.launch_count = 0
             self._kernels: dict[str, dict[str, Any]] = {}
             self.keep_timelines = False
+            self.keep_programs = False
+            #: the program of each kernel launched while ``keep_programs`` was set
+            self.programs: dict[str, Any] = {}
             self.residency: dict[str, dict[str, Any]] = {}
             self.eager_ops: Counter[str] = Counter()
             #: kernels no program fitted on the machine (they ran on the host)
             self.limits: list[Exception] = []
 
-    def record(self, name: str, metrics: Metrics, timeline: Timeline) -> None:
+    def record(self, name: str, metrics: Metrics, timeline: Timeline, program: Any = None) -> None:
+        """One launch: its figures, its timeline (kept while ``keep_timelines`` is
+        set) and its program (kept while ``keep_programs`` is set)."""
         with self._lock:
+            if self.keep_programs and program is not None:
+                self.programs.setdefault(name, program)
             self.launches.append(LaunchRecord(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
             self.clock_ns += metrics.modeled_ns
             self.launch_count += 1

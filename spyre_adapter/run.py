@@ -25,6 +25,7 @@ from .console import Stages, make_console
 from .context import current, set_machine
 from .machine import Machine
 from .machine_spec import DoesNotFitError
+from .model.program import listing
 from .model.rules import EmulatorError
 from .run_cli import sizes_of
 
@@ -40,6 +41,7 @@ class RunOptions:
     machine: str | None = None
     trace: str | None = None
     json_path: str | None = None
+    listing: str | None = None
     top: int = 12
     atol: float | None = None
     sizes: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -64,6 +66,7 @@ def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message
     report = current().report
     report.reset()
     report.keep_timelines = opts.trace is not None
+    report.keep_programs = opts.listing is not None
     dev_model = model.to("spyre")
     compiled = torch.compile(dev_model, dynamic=False)
     progress("compiling for the spyre device and running on the emulator")
@@ -101,6 +104,9 @@ def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message
     }
     if opts.trace:
         report.write_trace(opts.trace, first_launches)
+    if opts.listing:
+        Path(opts.listing).write_text("\n\n".join(listing(p) for p in report.programs.values()) + "\n")
+        report.keep_programs = False
     return result
 
 
@@ -154,6 +160,8 @@ def main_run(opts: RunOptions) -> int:
         Path(opts.json_path).write_text(json.dumps(result, indent=2, default=str) + "\n")
     if opts.trace:
         make_console().print(f"trace written to {opts.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if opts.listing:
+        make_console().print(f"program listing written to {opts.listing}")
     return 0 if result["passed"] else 1
 
 
@@ -161,7 +169,7 @@ def command(args: argparse.Namespace) -> int:
     """``spyre-adapter run`` (arguments checked by :mod:`spyre_adapter.run_cli`).
     A machine too small for a kernel is bad input: one line, exit status 2."""
     opts = RunOptions(model=args.model, dtype=args.dtype, machine=args.machine, trace=args.trace,
-                      json_path=args.json, top=args.top, atol=args.atol, sizes=sizes_of(args))
+                      json_path=args.json, listing=args.listing, top=args.top, atol=args.atol, sizes=sizes_of(args))
     try:
         return main_run(opts)
     except Exception as exc:

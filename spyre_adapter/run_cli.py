@@ -96,6 +96,10 @@ def register(subparsers: Any) -> None:
                         "default: no trace)")
     p.add_argument("--json", type=output_file, metavar="PATH",
                    help="write the run report as JSON to PATH (its folder must exist; default: none)")
+    p.add_argument("--listing", type=output_file, metavar="PATH",
+                   help="write every kernel's Spyre program as an assembly-style listing to PATH: per core, each "
+                        "instruction with the LX and DRAM ranges it reads and writes (its folder must exist; "
+                        "default: none)")
     p.add_argument("--top", type=int_range(0), default=12, metavar="N", help="kernels shown in the table")
     p.add_argument("--atol", type=float_range(0.0), metavar="X",
                    help="max abs error allowed vs CPU eager (default by dtype: fp16 0.05, bf16 0.25, fp32 0.001)")
@@ -122,5 +126,10 @@ def check_run(args: argparse.Namespace) -> None:
         if set(rule.fields) <= used and not rule.ok(sizes):
             field = next((f for f in rule.blame if f in given), rule.blame[0])
             raise ArgError(_OPTION[field], sizes[field], f"expected {rule.accepted(sizes)}")
-    if args.trace is not None and args.trace == args.json:
-        raise ArgError("--trace", args.trace, "expected a different file than --json")
+    outputs = [(opt, getattr(args, opt.lstrip("-"), None)) for opt in ("--trace", "--json", "--listing")]
+    seen: dict[str, str] = {}
+    for opt, path in outputs:
+        if path is not None:
+            if path in seen:
+                raise ArgError(opt, path, f"expected a different file than {seen[path]}")
+            seen[path] = opt

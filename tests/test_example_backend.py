@@ -157,12 +157,10 @@ def test_emulator_report_guide_matches_the_report_and_trace(tmp_path: Path) -> N
     assert _documented_fields(guide, "device") == set(data["device"])
     assert _documented_fields(guide, "kernel") == set().union(*(k.keys() for k in kernels))
     for kind in ("matmul", "loop"):
-        divisions = [k["division"] for k in kernels if k["kind"] == kind]
-        assert divisions, f"the mlp model has no {kind} kernel any more: pick another model here"
-        seen = set().union(*(d.keys() for d in divisions))
-        documented = _documented_fields(guide, f"division-{kind}")
-        optional = {"lx_resident_inputs", "lx_elided_outputs", "aligned_with"}  # rows marked "(when present)"
-        assert seen <= documented and documented - optional <= seen
+        plans = [k["plan"] for k in kernels if k["kind"] == kind]
+        assert plans, f"the mlp model has no {kind} kernel any more: pick another model here"
+        seen = set().union(*(d.keys() for d in plans))
+        assert seen == _documented_fields(guide, f"plan-{kind}")
     events = json.loads(trace.read_text())["traceEvents"]
     lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
     processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}

@@ -29,7 +29,8 @@ Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], Program]
 class Recorder(Protocol):
     """Where launches are reported (the device report)."""
 
-    def record(self, name: str, metrics: metrics.Metrics, timeline: Timeline) -> None: ...
+    def record(self, name: str, metrics: metrics.Metrics, timeline: Timeline, program: Program | None = None) -> None:
+        ...
 
 
 class _Derived:
@@ -96,7 +97,7 @@ class Executable:
             tl = simulate(p, self.machine, stats.dynamic_bytes)
             got = (tl, metrics.compute(p, tl, self.machine, d.compulsory, d.lx_peak))
             d.timing[key] = got
-        self.recorder.record(p.name, got[1], got[0])
+        self.recorder.record(p.name, got[1], got[0], p)
 
     @staticmethod
     def compulsory(p: Program, buffers: Mapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> int:

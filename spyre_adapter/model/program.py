@@ -255,11 +255,15 @@ Instruction = Union[DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv
 
 @dataclasses.dataclass(frozen=True)
 class Alloc:
-    """A named LX range of a core (for listings; the emulator derives LX use from the instructions)."""
+    """A named LX range of a core, allocated from instruction ``first`` to ``last``
+    of its stream (for listings and studies; the emulator derives LX use from
+    the instructions themselves)."""
 
     name: str
     addr: int
     nbytes: int
+    first: int = -1
+    last: int = -1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -515,7 +519,7 @@ def listing(p: Program, max_instrs: int | None = None) -> str:
             continue
         lines.append(f"core {c.core}:")
         for a in c.allocs:
-            lines.append(f"  .alloc {a.name:<24} {a.addr:#08x} {a.nbytes} B")
+            lines.append(f"  .alloc {a.name:<24} {a.addr:#08x} {a.nbytes:>8} B  steps {a.first}-{a.last}")
         shown = c.instrs if max_instrs is None else c.instrs[:max_instrs]
         for n, ins in enumerate(shown):
             op, rd, wr = describe(ins, p.bodies)

@@ -204,7 +204,7 @@ def allocate(instrs: Sequence[Any], capacity: int, align: int,
     for i in range(len(instrs)):
         for s in sorted(starts.get(i, ()), key=lambda s: -s.nbytes):
             s.addr = arena.take(s.nbytes)
-            table.append(Alloc(s.name, s.addr, s.nbytes))
+            table.append(Alloc(s.name, s.addr, s.nbytes, s.first, min(max(s.last, s.hold_until), len(instrs) - 1)))
         for s in ends.get(i, ()):
             arena.give(s.addr)
     out = tuple(_resolve(ins) for ins in instrs)
