@@ -36,7 +36,7 @@ from spyre_shims.reference import KernelFault, Tile, combine_partials, evaluate,
 from ..machine import Machine
 from ..model.bodies import index_cone
 from ..model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx,
-                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe, itemsize)
+                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe, itemsize, lx_accesses)
 from ..model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
 from ..model.traffic import StickMarks
 
@@ -322,6 +322,8 @@ class _Execution:
         self.dynamic_bytes: dict[tuple[int, int], int] = {}
         self.dyn_writes: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
         self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
+        #: deferred PE accumulation chains: (cores, accumulator) -> (A slices, B slices, add to acc)
+        self.pending: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor], bool]] = {}
 
     # ---------------------------------------------------------- LX bookkeeping
     def check_written(self, where: int | tuple[int, int], lx: Lx, step: int, name: str,
@@ -540,8 +542,24 @@ class _Execution:
         where: int | tuple[int, int] = cores[0] if len(cores) == 1 else (cores[0], cores[-1] + 1)
         for x in (ins.a, ins.b) + ((ins.acc,) if ins.accumulate else ()):
             self.check_written(where, x, steps[0], "pe operand", None)
-        a = self.card.view(where, ins.a).float()
-        b = self.card.view(where, ins.b).float()
+        # copies in fp32: a deferred chain must not alias LX that later steps overwrite
+        a = self.card.view(where, ins.a).to(torch.float32, copy=True)
+        b = self.card.view(where, ins.b).to(torch.float32, copy=True)
+        if not self.checking:
+            # Unchecked runs defer an accumulation chain: the K steps of one
+            # output tile become one matmul when the accumulator is next used
+            # (same products, summed in one call instead of one call per step).
+            key = (where, ins.acc)
+            chain = self.pending.get(key)
+            if not ins.accumulate:
+                self._flush_overlapping(where, [ins.acc])
+                self.pending[key] = ([a], [b], False)
+                return
+            if chain is not None:
+                chain[0].append(a)
+                chain[1].append(b)
+                return
+            self._flush_overlapping(where, [ins.acc])
         acc = self.card.view(where, ins.acc)
         prod = torch.matmul(a, b)
         if ins.accumulate:
@@ -549,6 +567,31 @@ class _Execution:
         else:
             acc.copy_(prod)
         self.mark(where, ins.acc)
+
+    def _flush(self, key: tuple) -> None:
+        where, acc_lx = key
+        aa, bb, accumulate = self.pending.pop(key)
+        prod = torch.matmul(torch.cat(aa, -1), torch.cat(bb, -2)) if len(aa) > 1 else torch.matmul(aa[0], bb[0])
+        acc = self.card.view(where, acc_lx)
+        if accumulate:
+            acc += prod
+        else:
+            acc.copy_(prod)
+
+    def _flush_overlapping(self, where: int | tuple[int, int], views: Sequence[Lx]) -> None:
+        """Complete deferred accumulations whose accumulator shares cores and LX bytes with ``views``."""
+        if not self.pending:
+            return
+        c0, c1 = (where, where + 1) if isinstance(where, int) else where
+        ranges = [v.byte_range() for v in views]
+        for key in list(self.pending):
+            w, acc = key
+            k0, k1 = (w, w + 1) if isinstance(w, int) else w
+            if k0 >= c1 or c0 >= k1:
+                continue
+            lo, hi = acc.byte_range()
+            if any(a < hi and lo < b for a, b in ranges):
+                self._flush(key)
 
     def _epoch_of(self, core: int) -> int:
         return self.core_epoch.get(core, 0)
@@ -590,6 +633,8 @@ class _Execution:
                     pcs[c] = pc + 1
             for c in [c for c, pc in pcs.items() if pc >= len(streams[c])]:
                 del pcs[c]
+        for key in list(self.pending):
+            self._flush(key)
         if self.mailbox:
             (tag, peer), _ = next(iter(self.mailbox.items()))
             raise EmulatorError("ring send without receive", self.p.name, peer, -1, "ring",
@@ -599,6 +644,11 @@ class _Execution:
 
     def _execute(self, group: list[tuple[int, int, Instruction]]) -> None:
         c, step, ins = group[0]
+        if self.pending:
+            for core, _, x in group:
+                if not (isinstance(x, Pe) and x.accumulate):
+                    reads, writes = lx_accesses(x, self.p.bodies)
+                    self._flush_overlapping(core, reads + writes)
         if isinstance(ins, Vec):
             self.vec([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
         elif isinstance(ins, Pe):

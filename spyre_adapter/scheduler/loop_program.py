@@ -175,6 +175,8 @@ class _Geom:
     start: int = 0
     coeffs: tuple[int, ...] = ()
     shape: tuple[int, ...] = ()
+    #: a masked load's box within the tile: per dim (offset from the tile's start, extent)
+    clip: tuple[tuple[int, int], ...] = ()
 
 
 class _Core:
@@ -339,7 +341,8 @@ class _Builder:
                 lo, hi = max(lo, 0), min(hi, n)
                 if hi <= lo:
                     return _Geom("empty", shape=shape)
-            return _Geom("affine", lo, hi, touched, start, coeffs, shape)
+            sub = tuple((a - s0, e) for a, s0, e in zip(starts, tile.starts, ext)) if clip else ()
+            return _Geom("affine", lo, hi, touched, start, coeffs, shape, sub)
         idx = tile.indices(acc.index, keep=acc.reduced).expand(shape)
         if acc.masked and not acc.store:
             idx = idx[(idx >= 0) & (idx < n)]
@@ -446,8 +449,14 @@ class _Builder:
             if hit is not None and (view := self.tile_view(hit, g)) is not None:
                 return Operand(acc.pos, "tile", view)  # type: ignore[arg-type]
             packed, view = self.packed(core, buf, g, "in")
+            if g.clip:  # a masked load: only its box within the tile is read
+                dims = _packed_dims(g)
+                region = Region(src, g.start, tuple(g.clip[k][1] for k in dims), tuple(g.coeffs[k] for k in dims))
+                offset = sum(g.clip[k][0] * st for k, st in zip(dims, packed.strides))
+                packed = packed.sub(offset, region.sizes, packed.strides, itemsize(self.dtypes[buf]))
+            else:
+                core.packed.append(_Packed(region, packed, self.scope))
             core.instrs.append(DmaLoad(region, packed))  # type: ignore[arg-type]
-            core.packed.append(_Packed(region, packed, self.scope))
             return Operand(acc.pos, "tile", view)  # type: ignore[arg-type]
         span = (g.lo, g.hi)
         if (k, acc.pos) in self.whole:
@@ -462,14 +471,21 @@ class _Builder:
 
     def packed(self, core: _Core, buf: str, g: _Geom, what: str) -> tuple[SlotView, SlotView]:
         """A dense LX tile of an affine access's elements, laid out in DRAM order
-        (so the DMA moves contiguous runs): (the DMA's view, the tile-shaped view)."""
+        (so the DMA moves contiguous runs): (the DMA's view, the tile-shaped view).
+        A masked load's box starts on a stick (the tile is shifted to put it there)."""
         dt = self.dtypes[buf]
+        isz = itemsize(dt)
         dims = _packed_dims(g)
         numel = math.prod(g.shape[k] for k in dims)
-        slot = self.slot(core, f"{buf} packed {what}", numel * itemsize(dt))
-        dense = slot.view(dt, tuple(g.shape[k] for k in dims))
+        dense_strides = Slot("", 1).view(dt, tuple(g.shape[k] for k in dims)).strides
+        pad = 0
+        if g.clip:
+            first = sum(g.clip[k][0] * st for k, st in zip(dims, dense_strides)) * isz
+            pad = -first % self.stick
+        slot = self.slot(core, f"{buf} packed {what}", numel * isz + pad)
+        dense = SlotView(slot, pad, dt, tuple(g.shape[k] for k in dims), dense_strides)
         strides = dict(zip(dims, dense.strides))
-        return dense, SlotView(slot, 0, dt, g.shape, tuple(strides.get(k, 0) for k in range(len(g.shape))))
+        return dense, SlotView(slot, pad, dt, g.shape, tuple(strides.get(k, 0) for k in range(len(g.shape))))
 
     @staticmethod
     def tile_view(hit: _Packed, g: _Geom) -> SlotView | None:
