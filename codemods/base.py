@@ -5,8 +5,8 @@ Cost matters (the benchmark runs every rule over ~250k lines of Inductor), so no
 metadata is resolved up front: libcst's ScopeProvider is resolved the first time a
 candidate node needs its qualified name (many files never get there); parents come
 from the ancestor stack of the traversal (ParentNodeProvider is resolved lazily, for
-the rare look-up of a node off the current path); line numbers (PositionProvider)
-are resolved only when a file has findings. The traversal also bypasses libcst's
+the rare look-up of a node off the current path); line numbers (a light
+code-generation pass, :mod:`spyre_codemods.lines`) are computed only when a file has findings. The traversal also bypasses libcst's
 matcher-decorator dispatch, which these transforms do not use and which triples the
 cost of visiting a large file.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
+from functools import lru_cache
 from typing import ClassVar
 
 import libcst as cst
@@ -26,20 +27,39 @@ from libcst.metadata import (
     ImportAssignment,
     MetadataWrapper,
     ParentNodeProvider,
-    PositionProvider,
     QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
 
-from .guards import GuardFinder
-from .names import absolutize, import_from_module
+from .bindings import UNKNOWN, ModuleBindings
+from .blocktext import block_texts
+from .guards import GuardFinder, version_flags
+from .lines import node_lines
+from .names import absolutize, dotted, import_from_module
 from .report import Finding, FindingKind
 
-__all__ = ["RewriteCommand"]
+__all__ = ["RewriteCommand", "SOURCE_KEY"]
+
+#: ``context.scratch`` key under which the driver leaves the file's original bytes
+SOURCE_KEY = "spyre_codemods.source"
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _IMPORTS = (cst.Import, cst.ImportFrom)
+
+
+@lru_cache(maxsize=64)
+def _prune_patterns(
+    words: frozenset[str], patterns: tuple[str, ...]
+) -> tuple[re.Pattern[str] | None, re.Pattern[bytes] | None]:
+    """One regex (text and bytes) for the prune words and patterns (files of one tree
+    often share them: compiled once)."""
+    ordered = sorted(words, key=len, reverse=True)
+    alternatives = [r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b"] if ordered else []
+    alternatives += list(patterns)
+    if not alternatives:
+        return None, None
+    return re.compile("|".join(alternatives)), re.compile("|".join(alternatives).encode())
 
 
 class RewriteCommand(VisitorBasedCodemodCommand):
@@ -52,6 +72,8 @@ class RewriteCommand(VisitorBasedCodemodCommand):
 
     METADATA_DEPENDENCIES = ()
     TODO_TAG: ClassVar[str] = "TODO(spyre-adapter)"
+    #: Leave a TODO at matches skipped inside compat blocks (not only a report entry).
+    TODO_IN_GUARDS: ClassVar[bool] = False
 
     def __init__(self, context: CodemodContext) -> None:
         super().__init__(context)
@@ -64,13 +86,18 @@ class RewriteCommand(VisitorBasedCodemodCommand):
     def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
         self._wrapper = wrapper
         self._stack: list[cst.CSTNode] = []
+        self._visited_parent: dict[int, cst.CSTNode | None] = {}
         self._import_depth = 0
         self._parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None
         self._scopes: Mapping[cst.CSTNode, Scope | None] | None = None
-        self._guards = GuardFinder(self.ancestors)
+        self._flags: frozenset[str] | None = None
+        self._guards = GuardFinder(self.ancestors, self.is_torch, self._version_flags, self.package)
         self._rename_ok: dict[tuple[int, str], bool] = {}
         self._qualnames: dict[int, str | None] = {}
+        self._bindings: ModuleBindings | None = None
         self._prune: re.Pattern[str] | None = None
+        self._prune_bytes: re.Pattern[bytes] | None = None
+        self._block_texts: dict[int, bytes] | None = None
 
     # ---- running ------------------------------------------------------------
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -95,10 +122,9 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             self.context = replace(self.context, wrapper=wrapper)
             result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
         if self._raw_findings:
-            positions = wrapper.resolve(PositionProvider)
+            lines = node_lines(wrapper.module, [node for node, *_ in self._raw_findings])
             for node, rule, kind, message in self._raw_findings:
-                pos = positions.get(node)
-                self.findings.append(Finding(pos.start.line if pos else 0, rule, kind, message))
+                self.findings.append(Finding(lines.get(id(node), 0), rule, kind, message))
             self._raw_findings = []
         return result
 
@@ -108,17 +134,32 @@ class RewriteCommand(VisitorBasedCodemodCommand):
     # ---- traversal bookkeeping ----------------------------------------------
     # Plain CSTTransformer dispatch (see the module docstring for why).
     def on_visit(self, node: cst.CSTNode) -> bool:
+        # parents of every visited node, for look-ups after it was left (cheaper than
+        # libcst's ParentNodeProvider, which re-walks the whole module)
+        self._visited_parent[id(node)] = self._stack[-1] if self._stack else None
         self._stack.append(node)
         if isinstance(node, _IMPORTS):
             self._import_depth += 1
         descend = cst.CSTTransformer.on_visit(self, node)
         if descend and self._prune is not None and isinstance(node, cst.BaseCompoundStatement) \
-                and self._prunable_level():
+                and self._prunable_level() and self.may_prune(node):
             # A top-level block (or a method) whose text names nothing the rules look
             # for cannot need a change: skip its subtree. Rendering its text is much
             # cheaper than visiting it.
-            descend = self._prune.search(self.module.code_for_node(node)) is not None
+            text = self._block_texts.get(id(node)) if self._block_texts is not None else None
+            extra = self.extra_prune_words(node)
+            if text is not None:
+                descend = self._prune_bytes.search(text) is not None or (  # type: ignore[union-attr]
+                    bool(extra) and any(f".{w}".encode() in text for w in extra))
+            else:
+                code = self.module.code_for_node(node)
+                descend = self._prune.search(code) is not None or any(f".{w}" in code for w in extra)
         return descend
+
+    def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:
+        """Method names whose ``.name`` keeps ``node`` (a top-level block or method) from
+        being skipped, besides the prune words (e.g. what only a class's methods call)."""
+        return frozenset()
 
     def _prunable_level(self) -> bool:
         stack = self._stack
@@ -127,11 +168,18 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         return (len(stack) >= 4 and isinstance(stack[-2], cst.IndentedBlock)
                 and isinstance(stack[-3], cst.ClassDef) and isinstance(stack[-4], cst.Module))
 
-    def set_prune_words(self, words: Iterable[str]) -> None:
+    def may_prune(self, node: cst.CSTNode) -> bool:
+        """May this top-level block or method be skipped when its text names none of
+        the prune words? (A transform may keep some blocks whatever they say.)"""
+        return True
+
+    def set_prune_words(self, words: Iterable[str], patterns: Iterable[str] = ()) -> None:
         """Let the traversal skip top-level blocks and methods whose text contains
         none of ``words`` (a transform calls this from ``visit_Module``)."""
-        ordered = sorted(set(words), key=len, reverse=True)
-        self._prune = re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b") if ordered else None
+        self._prune, self._prune_bytes = _prune_patterns(frozenset(words), tuple(patterns))
+        source = self.context.scratch.get(SOURCE_KEY)
+        if self._prune is not None and isinstance(source, bytes) and self._wrapper is not None:
+            self._block_texts = block_texts(self._wrapper.module, source)
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         cst.CSTTransformer.on_visit_attribute(self, node, attribute)
@@ -171,6 +219,12 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             if stack[i] is node:
                 yield from reversed(stack[:i])
                 return
+        if id(node) in self._visited_parent:
+            current_visited = self._visited_parent[id(node)]
+            while current_visited is not None:
+                yield current_visited
+                current_visited = self._visited_parent.get(id(current_visited))
+            return
         if self._parents is None:
             assert self._wrapper is not None
             self._parents = self._wrapper.resolve(ParentNodeProvider)
@@ -201,6 +255,14 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         return self._qualnames[key]
 
     def _compute_qualname(self, node: cst.Name | cst.Attribute) -> str | None:
+        root = self.root_name(node)
+        text = dotted(node)
+        if root is not None and text is not None and self._wrapper is not None:
+            if self._bindings is None:
+                self._bindings = ModuleBindings(self._wrapper.module, self.package)
+            origin = self._bindings.origin(root.value, self.ancestors(node))
+            if origin is not UNKNOWN:  # the common case, without a scope analysis
+                return None if origin is None else str(origin) + text[len(root.value):]
         scope = self.scope_of(node)
         if scope is None:
             return None
@@ -211,6 +273,23 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if qn.source is not QualifiedNameSource.IMPORT:
             return None
         return absolutize(qn.name, self.package)
+
+    def is_torch(self, expr: cst.BaseExpression) -> bool:
+        """Does ``expr`` start at ``torch`` or at a name imported from torch?"""
+        root = expr
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.value if isinstance(root, (cst.Attribute, cst.Subscript)) else root.func
+        if not isinstance(root, cst.Name):
+            return False
+        if self._wrapper is None:
+            return root.value == "torch"
+        qualname = self.imported_qualname(root)
+        return qualname is not None and (qualname == "torch" or qualname.startswith("torch."))
+
+    def _version_flags(self) -> frozenset[str]:
+        if self._flags is None:
+            self._flags = version_flags(self.module, self.is_torch) if self._wrapper is not None else frozenset()
+        return self._flags
 
     @property
     def guards(self) -> GuardFinder:
@@ -307,8 +386,9 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         """Add a finding for an original-tree node (its line is filled in after the pass)."""
         self._raw_findings.append((node, rule, kind, message))
 
-    def todo(self, node: cst.CSTNode, rule: str, message: str) -> None:
-        """Leave ``# TODO(...): message`` above the statement containing ``node``.
+    def todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind | None = "todo") -> None:
+        """Leave ``# TODO(...): message`` above the statement containing ``node``
+        (and record a ``kind`` finding, unless ``None``).
 
         ``node`` must not have been left yet (its statement is still open), so the
         comment can be attached when the statement is left.
@@ -322,11 +402,16 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         comment = f"# {self.TODO_TAG}: {message}"
         if comment not in texts:
             texts.append(comment)
-            self.record(node, rule, "todo", message)
+            if kind is not None:
+                self.record(node, rule, kind, message)
 
-    def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str) -> None:
-        """Report a match left alone because it sits in a compat block."""
-        self.record(node, rule, "skipped", f"{what}: left alone inside a {guard}")
+    def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
+        """Report a match left alone because it sits in a compat block (and, for the
+        upgrade, mark it with a TODO: the block may be obsolete on the new release)."""
+        message = f"{what} ({rule}): left alone inside a {guard}" + (f"; {hint}" if hint else "")
+        self.record(node, rule, "skipped", message)
+        if self.TODO_IN_GUARDS:
+            self.todo(node, rule, message, kind=None)
 
     def _attach_comments(
         self, result: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode], comments: list[str]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .driver import Job, run
-from .releases import KNOWN_RELEASES, parse_release
+from .releases import KNOWN_RELEASES, known_release, parse_release
 from .report import FileResult, RunReport, write_json
 from .rule_table import RULES
 from .rules import select_rules
@@ -25,9 +25,29 @@ EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 
 def _release(text: str) -> str:
     try:
-        return str(parse_release(text))
+        return str(known_release(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes (accepted: an integer >= 1)")
+    return value
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad arguments: one line naming the argument and what is accepted, exit 2."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(EXIT_ERROR, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +57,7 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--check", action="store_const", dest="mode", const="check",
                       help="change nothing; exit 1 if any file needs changes")
     parser.set_defaults(mode="diff")
-    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)")
     parser.add_argument("--json", metavar="PATH", help="write a JSON report to PATH")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
@@ -46,11 +66,12 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``upgrade`` and ``migrate`` to an argparse ``add_subparsers()`` object."""
-    upgrade = subparsers.add_parser(
+    upgrade = _one_line_errors(subparsers.add_parser(
         "upgrade", help="upgrade Inductor backend code across torch releases",
-        description="Apply the release-keyed rules needed to move code from --from to --to. "
-                    "Shows a unified diff unless --write or --check is given.",
-    )
+        description="Apply the release-keyed rules needed to move code from --from to --to, check that "
+                    "every torch._inductor/_dynamo import resolves on --to, flag signature changes and "
+                    "behaviour changes (advisories). Shows a unified diff unless --write or --check is given.",
+    ))
     upgrade.add_argument("--from", dest="source", type=_release, required=True, metavar="X",
                          help="torch release the code is written for (e.g. 2.6)")
     upgrade.add_argument("--to", dest="target", type=_release, default=str(KNOWN_RELEASES[-1]), metavar="Y",
@@ -58,14 +79,17 @@ def register(subparsers: Any) -> None:
     upgrade.add_argument("--rule", dest="rule_ids", action="append", metavar="ID",
                          help="only this rule (repeatable); see --list-rules")
     upgrade.add_argument("--list-rules", action="store_true", help="print the selected rules and exit")
+    upgrade.add_argument("--modernize", action="store_true",
+                         help="also apply rules whose old spelling still works on --to (deprecated aliases, "
+                              "re-exports); without it they are only listed")
     _common_options(upgrade)
     upgrade.set_defaults(func=run_upgrade)
 
-    migrate = subparsers.add_parser(
+    migrate = _one_line_errors(subparsers.add_parser(
         "migrate", help="move torch._inductor/_dynamo usage onto the stable API (spyre_shims.compat)",
         description="Rewrite internal usage that has a stable equivalent; leave a TODO and a report "
                     "entry where there is none. Shows a unified diff unless --write or --check is given.",
-    )
+    ))
     migrate.add_argument("--from", dest="source", type=_release, default=None, metavar="X",
                          help="torch release the code is written for (maps register_backend_for_device's "
                               "positional arguments)")
@@ -93,12 +117,16 @@ def run_upgrade(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown rule id(s): {', '.join(unknown)}", file=sys.stderr)
         return EXIT_ERROR
-    job = Job("upgrade", args.source, args.target, tuple(args.rule_ids) if args.rule_ids else None, args.mode)
+    job = Job("upgrade", args.source, args.target, tuple(args.rule_ids) if args.rule_ids else None, args.mode,
+              modernize=args.modernize)
+    selection = job.selection()
     if args.list_rules:
-        selected = select_rules(job.rules(), args.source, args.target).rules
-        for r in selected:
+        for r in selection.rules:
             print(f"{r.since!s:>5}  {r.id:34} {r.old_text}  ->  {r.new_text}")
-        print(f"{len(selected)} rule(s) for {args.source} -> {args.target}", file=sys.stderr)
+        for r in selection.deferred:
+            print(f"{r.since!s:>5}  {r.id:34} {r.old_text}  ->  {r.new_text}  (only with --modernize)")
+        print(f"{len(selection.rules)} rule(s) for {args.source} -> {args.target}"
+              + (f", {len(selection.deferred)} more with --modernize" if selection.deferred else ""), file=sys.stderr)
         return EXIT_OK
     return _execute(args, job)
 
@@ -145,6 +173,15 @@ def _summary(report: RunReport) -> None:
     skipped = s["findings"].get("skipped", 0)
     print(f"{report.command}: {s['files']} file(s), {s['changed']} to change, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+    advisories = report.advisories()
+    if advisories:
+        listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())
+        print(f"advisories (behaviour changed behind unchanged names; a TODO at each site): {listed}",
+              file=sys.stderr)
+    optional = sorted({rule for f in report.files for rule in f.optional})
+    if optional:
+        print(f"not applied (the old spelling still works on {report.options.get('to')}; pass --modernize): "
+              f"{', '.join(optional)}", file=sys.stderr)
 
 
 def build_parser(prog: str = "spyre-adapter") -> argparse.ArgumentParser:

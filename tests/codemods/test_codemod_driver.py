@@ -16,9 +16,10 @@ import pytest
 
 from spyre_codemods import cli
 from spyre_codemods.driver import Job, process_file, run
+from spyre_codemods.rule_table import RULES
 
-OLD = b"from torch._inductor.virtualized import V\nn = V.graph.sizevars.size_hint(x)\n"
-NEW = b"from torch._inductor.virtualized import V\nn = V.graph.sizevars.optimization_hint(x)\n"
+OLD = b"from torch._inductor.virtualized import V\nV.graph.sizevars.guard_equals(x, 1)\n"
+NEW = b"from torch._inductor.virtualized import V\nV.graph.sizevars.check_equals(x, 1)\n"
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,7 +49,7 @@ def test_changed_file_keeps_bom_and_crlf(tmp_path: Path) -> None:
     path = _tree(tmp_path, {"a.py": data}) / "a.py"
     result = process_file(path, Job("upgrade", "2.4", "2.15", mode="write"))
     assert result.status == "changed"
-    assert path.read_bytes() == data.replace(b"size_hint", b"optimization_hint")
+    assert path.read_bytes() == data.replace(b"guard_equals", b"check_equals")
 
 
 def test_write_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_check_mode_exit_codes_and_json(tmp_path: Path) -> None:
     data = json.loads(report.read_text())
     assert data["summary"]["files"] == 3 and data["summary"]["changed"] == 1
     (entry,) = data["files"]
-    assert entry["path"].endswith("old.py") and entry["findings"][0]["rule"] == "sizevars-optimization-hint"
+    assert entry["path"].endswith("old.py") and entry["findings"][0]["rule"] == "sizevars-check-equals"
     assert (root / "old.py").read_bytes() == OLD  # --check writes nothing
 
     res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--check", str(root / "current.py"))
@@ -118,7 +119,7 @@ def test_default_mode_prints_a_unified_diff_and_write_applies_it(tmp_path: Path)
     res = _cli("upgrade", "--from", "2.4", "old.py", cwd=root)
     assert res.returncode == 0
     assert res.stdout.startswith("--- a/old.py\n+++ b/old.py\n")
-    assert "-n = V.graph.sizevars.size_hint(x)\n+n = V.graph.sizevars.optimization_hint(x)\n" in res.stdout
+    assert "-V.graph.sizevars.guard_equals(x, 1)\n+V.graph.sizevars.check_equals(x, 1)\n" in res.stdout
     assert (root / "old.py").read_bytes() == OLD
     res = _cli("upgrade", "--from", "2.4", "--write", "old.py", cwd=root)
     assert res.returncode == 0 and (root / "old.py").read_bytes() == NEW
@@ -184,7 +185,12 @@ def test_no_torch_internals_imported_by_the_codemods() -> None:
 
 
 def test_prefilter_is_sharp_but_conservative() -> None:
-    check = Job("upgrade", "2.4", "2.15").prefilter()
+    # (rules only: without --rule, any file naming torch internals is checked against the index)
+    prefilter = Job("upgrade", "2.4", "2.15", rule_ids=tuple(r.id for r in RULES)).prefilter()
+
+    def check(data: bytes) -> bool:
+        return prefilter(data, None)
+
     assert not check(b"import os\n")
     assert not check(b"hint = size_hint(sizevars)\n")  # both words, but not `sizevars.size_hint`
     assert check(b"n = V.graph.sizevars.size_hint(x)\n")
