@@ -33,7 +33,7 @@ from libcst.metadata import (
 )
 
 from .bindings import UNKNOWN, ModuleBindings
-from .blocktext import block_texts
+from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
 from .names import absolutize, dotted, import_from_module
@@ -97,7 +97,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._bindings: ModuleBindings | None = None
         self._prune: re.Pattern[str] | None = None
         self._prune_bytes: re.Pattern[bytes] | None = None
-        self._block_texts: dict[int, bytes] | None = None
+        self._source_map: SourceMap | None | bool = False  # False: not built yet
 
     # ---- running ------------------------------------------------------------
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -146,9 +146,13 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             # A top-level block (or a method) whose text names nothing the rules look
             # for cannot need a change: skip its subtree. Rendering its text is much
             # cheaper than visiting it.
-            text = self._block_texts.get(id(node)) if self._block_texts is not None else None
+            smap = self.source_map
+            span = smap.spans.get(id(node)) if smap is not None else None
+            text = smap.text(span) if smap is not None and span is not None else None
             extra = self.extra_prune_words(node)
-            if text is not None:
+            if span is not None and any(span[0] <= line <= span[1] for line in self.must_visit_lines()):
+                descend = True
+            elif text is not None:
                 descend = self._prune_bytes.search(text) is not None or (  # type: ignore[union-attr]
                     bool(extra) and any(f".{w}".encode() in text for w in extra))
             else:
@@ -177,9 +181,23 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         """Let the traversal skip top-level blocks and methods whose text contains
         none of ``words`` (a transform calls this from ``visit_Module``)."""
         self._prune, self._prune_bytes = _prune_patterns(frozenset(words), tuple(patterns))
-        source = self.context.scratch.get(SOURCE_KEY)
-        if self._prune is not None and isinstance(source, bytes) and self._wrapper is not None:
-            self._block_texts = block_texts(self._wrapper.module, source)
+
+    @property
+    def source_map(self) -> SourceMap | None:
+        """The file's ``ast`` and block spans (from the original bytes the driver passes
+        in ``context.scratch``, else from the module's code), built on first use."""
+        if self._source_map is False:
+            source = self.context.scratch.get(SOURCE_KEY)
+            if self._wrapper is None:
+                return None
+            if not isinstance(source, bytes):
+                source = self._wrapper.module.bytes
+            self._source_map = source_map(self._wrapper.module, source)
+        return self._source_map  # type: ignore[return-value]
+
+    def must_visit_lines(self) -> frozenset[int]:
+        """Lines of the original file that must be visited whatever their block says."""
+        return frozenset()
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         cst.CSTTransformer.on_visit_attribute(self, node, attribute)

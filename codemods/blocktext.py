@@ -1,21 +1,35 @@
-"""The source text of each top-level block and of each method of a top-level class,
-sliced from the file's bytes with line spans from Python's own (fast) ``ast`` parser.
+"""The file's own ``ast`` (Python's fast parser) beside the libcst tree: line spans of
+each top-level block and of each method of a top-level class, and their source text.
 
-The transforms skip blocks whose text names nothing they look for; getting that
-text from libcst means generating code for the whole module once more. Statements
-of the libcst and ``ast`` trees are paired in order (a libcst line ``a; b`` is two
-``ast`` statements); when the pairing does not add up, there is no map and the
-caller renders text itself.
+The transforms skip blocks whose text names nothing they look for; getting that text
+from libcst means generating code for the whole module once more, while slicing the
+file's bytes by ``ast`` line spans costs next to nothing. Statements of the two trees
+are paired in order (a libcst line ``a; b`` is two ``ast`` statements); when the
+pairing does not add up, :func:`source_map` returns ``None`` and callers render text
+themselves.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import libcst as cst
 
-__all__ = ["block_texts"]
+__all__ = ["SourceMap", "source_map"]
+
+
+@dataclass
+class SourceMap:
+    """``ast`` tree, source lines and the line span of each prunable block (by node id)."""
+
+    tree: ast.Module
+    lines: list[bytes]
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def text(self, span: tuple[int, int]) -> bytes:
+        return b"".join(self.lines[span[0] - 1:span[1]])
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:
@@ -24,10 +38,7 @@ def _span(node: ast.stmt) -> tuple[int, int]:
     return start, node.end_lineno or node.lineno
 
 
-def _pair(
-    cst_body: Sequence[cst.BaseStatement], ast_body: Sequence[ast.stmt], lines: list[bytes], out: dict[int, bytes],
-    depth: int,
-) -> bool:
+def _pair(cst_body: Sequence[cst.BaseStatement], ast_body: Sequence[ast.stmt], out: SourceMap, depth: int) -> bool:
     i = 0
     for stmt in cst_body:
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -37,22 +48,19 @@ def _pair(
             return False
         node = ast_body[i]
         i += 1
-        start, end = _span(node)
-        out[id(stmt)] = b"".join(lines[start - 1:end])
+        out.spans[id(stmt)] = _span(node)
         if depth == 0 and isinstance(stmt, cst.ClassDef) and isinstance(node, ast.ClassDef) \
                 and isinstance(stmt.body, cst.IndentedBlock):
-            if not _pair(stmt.body.body, node.body, lines, out, depth + 1):
+            if not _pair(stmt.body.body, node.body, out, depth + 1):
                 return False
     return i == len(ast_body)
 
 
-def block_texts(module: cst.Module, source: bytes) -> dict[int, bytes] | None:
-    """``id(block) -> source bytes`` for top-level compound statements and the
-    compound statements directly in top-level classes; ``None`` if unavailable."""
+def source_map(module: cst.Module, source: bytes) -> SourceMap | None:
+    """The map for ``module`` parsed from ``source`` (``None`` if the trees do not pair)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    lines = source.splitlines(keepends=True)
-    out: dict[int, bytes] = {}
-    return out if _pair(module.body, tree.body, lines, out, 0) else None
+    out = SourceMap(tree, source.splitlines(keepends=True))
+    return out if _pair(module.body, tree.body, out, 0) else None

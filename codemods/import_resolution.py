@@ -12,13 +12,18 @@ Order of preference for a name that no longer resolves:
 
 from __future__ import annotations
 
+import ast
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from .api_index import ApiIndex, ReleaseApi, is_indexed
+from .fileio import module_names
+from .names import absolutize
 from .releases import Release, parse_release
 
-__all__ = ["ImportVerdict", "ImportResolver"]
+__all__ = ["ImportVerdict", "ImportResolver", "UnresolvedImport", "unresolved_imports"]
 
 
 @dataclass(frozen=True)
@@ -120,3 +125,54 @@ class ImportResolver:
         last = module.rpartition(".")[2]
         similar = sorted(m for m in self.to.modules if m.rpartition(".")[2] == last)[:3]
         return f"; modules named {last}: {', '.join(similar)}" if similar else ""
+
+
+@dataclass(frozen=True)
+class UnresolvedImport:
+    """One ``from <indexed module> import name`` (or ``import <module>``) in a file that
+    does not resolve on a release; ``marked``: a TODO of the codemods sits right above it."""
+
+    path: str
+    line: int
+    module: str
+    name: str | None
+    marked: bool
+
+
+def _todo_above(lines: list[str], line: int) -> bool:
+    """Is there a ``# TODO(spyre-adapter ...`` comment in the comment block above ``line``?"""
+    i = line - 2
+    while i >= 0 and lines[i].lstrip().startswith("#"):
+        if "TODO(spyre-adapter" in lines[i]:
+            return True
+        i -= 1
+    return False
+
+
+def unresolved_imports(files: Iterable[str | Path], release: Release | str, index: ApiIndex) -> list[UnresolvedImport]:
+    """Every import of an indexed module in ``files`` that does not resolve on
+    ``release`` (relative imports resolve against each file's package on disk)."""
+    view = index.view(release)
+    if view is None:
+        raise ValueError(f"torch {release} is not in the API index")
+    found: list[UnresolvedImport] = []
+    for file in files:
+        source = Path(file).read_text(encoding="utf-8-sig")
+        lines = source.splitlines()
+        _, package = module_names(Path(file))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom):
+                module = absolutize("." * node.level + (node.module or ""), package) if node.level else node.module
+                if module is None or not is_indexed(module):
+                    continue
+                for alias in node.names:
+                    missing = (not view.has_module(module)) if alias.name == "*" else not view.resolves(module, alias.name)
+                    if missing:
+                        found.append(UnresolvedImport(str(file), node.lineno, module, alias.name,
+                                                      _todo_above(lines, node.lineno)))
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if is_indexed(alias.name) and not view.resolves_qualname(alias.name):
+                        found.append(UnresolvedImport(str(file), node.lineno, alias.name, None,
+                                                      _todo_above(lines, node.lineno)))
+    return found

@@ -267,7 +267,7 @@ class UpgradeCommand(IndexChecks):
             for stmt in original_node.body:
                 if self._would_change_import(stmt):
                     self.skipped(stmt, "imports", "import of a moved symbol", guard)
-                elif isinstance(stmt, cst.ImportFrom):
+                elif isinstance(stmt, (cst.Import, cst.ImportFrom)):
                     self.guarded_import(stmt, guard)
             return updated_node
         kept: list[cst.BaseSmallStatement] = []

@@ -19,7 +19,7 @@ from .api_index import Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
-from .names import dotted, import_from_module
+from .names import absolutize, dotted, import_from_module
 from .releases import Release, parse_release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
 from .signatures import compare, plan_call, plan_override
@@ -86,6 +86,7 @@ class IndexChecks(RewriteCommand):
         self._signature_cache: dict[tuple[str, str], tuple[Signature, Signature, Release] | None] = {}
         self._indexed_locals: frozenset[str] = frozenset()
         self._bound: dict[str, set[str]] = {}
+        self._import_lines: frozenset[int] | None = None
         self._class_bases: list[list[str]] = []
         self._class_nodes: list[cst.ClassDef] = []
         self._confirmed: dict[int, list[str]] = {}
@@ -154,6 +155,27 @@ class IndexChecks(RewriteCommand):
         return self.imported_qualname(expr)
 
     # ---- imports ------------------------------------------------------------------
+    def must_visit_lines(self) -> frozenset[int]:
+        """Lines holding an import that does not resolve on the target (found with the
+        file's ``ast``): their blocks are visited whatever words they contain."""
+        if self._import_lines is None:
+            lines: set[int] = set()
+            smap = self.source_map
+            if smap is not None and self.resolver.active:
+                for node in ast.walk(smap.tree):
+                    if isinstance(node, ast.ImportFrom):
+                        module = absolutize("." * node.level + (node.module or ""), self.package) \
+                            if node.level else node.module
+                        if module is not None and is_indexed(module) and any(
+                                (self.resolver.check_module(module) if a.name == "*" else
+                                 self.resolver.check(module, a.name)) is not None for a in node.names):
+                            lines.add(node.lineno)
+                    elif isinstance(node, ast.Import):
+                        if any(self.resolver.check_module(a.name) is not None for a in node.names):
+                            lines.add(node.lineno)
+            self._import_lines = frozenset(lines)
+        return self._import_lines
+
     def resolve_imports(
         self, original: cst.SimpleStatementLine, stmts: Sequence[cst.BaseSmallStatement]
     ) -> tuple[list[cst.BaseSmallStatement], list[cst.BaseSmallStatement], bool]:
@@ -210,10 +232,16 @@ class IndexChecks(RewriteCommand):
             return None
         return split_import_from(node, module, targets, self.package)
 
-    def guarded_import(self, stmt: cst.ImportFrom, guard: str) -> None:
+    def guarded_import(self, stmt: cst.Import | cst.ImportFrom, guard: str) -> None:
         """An import inside a compat block is left alone; if it does not resolve on the
         target it is reported (and marked)."""
         if not self.resolver.active or isinstance(stmt.names, cst.ImportStar):
+            return
+        if isinstance(stmt, cst.Import):
+            for alias in stmt.names:
+                verdict = self.resolver.check_module(dotted(alias.name) or "")
+                if verdict is not None:
+                    self.skipped(stmt, IMPORTS_RULE, verdict.message, guard)
             return
         module = import_from_module(stmt, self.package)
         if module is None or not is_indexed(module):
@@ -313,9 +341,6 @@ class IndexChecks(RewriteCommand):
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
                 args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=_NO_SPACE)
-            for i, arg in enumerate(args):
-                if arg.keyword is not None and arg.keyword.value in plan.rename_keywords:
-                    args[i] = arg.with_changes(keyword=cst.Name(plan.rename_keywords[arg.keyword.value]))
             updated = updated.with_changes(args=args)
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
