@@ -62,16 +62,20 @@ def compare(old: Signature, new: Signature) -> ParamChanges:
 
 @dataclass
 class CallPlan:
-    """Edits for one call: keywords to rename, positional arguments (by index) to pass
-    by keyword, and problems that need a human."""
+    """Edits for one call: positional arguments (by index) to pass by keyword, and
+    problems that need a human.
 
-    rename_keywords: dict[str, str] = field(default_factory=dict)
+    Only edits whose meaning the index proves are made: a parameter that kept its name
+    but moved or became keyword-only. A parameter paired with a new name at the same
+    position is *probably* a rename, but the index cannot tell ``compile_only`` ->
+    ``do_link`` (same slot, opposite meaning) from ``numer`` -> ``number``: a TODO."""
+
     to_keyword: dict[int, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
     def edits(self) -> bool:
-        return bool(self.rename_keywords or self.to_keyword)
+        return bool(self.to_keyword)
 
 
 def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -> CallPlan:
@@ -90,6 +94,8 @@ def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -
                 plan.problems.append(f"{positional} positional arguments, the old signature took {len(old_pos)}")
             break
         name = old_pos[i].name
+        if name in changes.renamed:
+            plan.problems.append(f"argument #{i + 1} was {name}, its place is now {changes.renamed[name]}")
         new_name = changes.renamed.get(name, name)
         if name in changes.removed or new_name not in new_params:
             plan.problems.append(f"argument #{i + 1} ({name}) is no longer accepted")
@@ -101,8 +107,8 @@ def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -
         if convert_from is not None:
             plan.to_keyword[i] = new_name
     for keyword in keywords:
-        if keyword in changes.renamed:
-            plan.rename_keywords[keyword] = changes.renamed[keyword]
+        if keyword in changes.renamed and not new_open_kw:
+            plan.problems.append(f"keyword {keyword}= is gone; its place is now {changes.renamed[keyword]}")
             passed.add(changes.renamed[keyword])
         elif keyword in changes.removed and not new_open_kw:
             plan.problems.append(f"keyword {keyword}= is no longer accepted")
@@ -111,7 +117,6 @@ def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -
     if unmappable and plan.to_keyword:
         # a positional argument that cannot be named would follow keywords: no edits
         plan.to_keyword.clear()
-        plan.rename_keywords.clear()
     missing = [p.name for p in changes.new if p.name in changes.added and p.default is None
                and p.kind not in ("varargs", "varkw") and p.name not in passed]
     if missing:
@@ -130,25 +135,41 @@ class OverridePlan:
 
 def plan_override(own: Sequence[Param], base: Signature, base_old: Signature | None) -> OverridePlan:
     """Compare an override's own parameters (without ``self``) with the base method's
-    on the target release (``base_old``: on the source release, for renames)."""
+    on the target release (``base_old``: on the source release, for renames).
+
+    Required positional parameters are matched by position (Inductor passes them
+    positionally, whatever they are called); parameters with a default and keyword-only
+    ones by name (they may be passed by keyword)."""
     plan = OverridePlan()
     target = base.bound_params
     if _open(own) or _open(target):
         return plan  # *args/**kwargs on either side: nothing can be checked
+    own_pos = [p for p in own if p.kind in _POSITIONAL]
     own_names = set(_names(own))
     renamed = compare(base_old, base).renamed if base_old is not None else {}
     for old, new in renamed.items():
         if old in own_names and new not in own_names:
             plan.problems.append(f"parameter {old} is now called {new}")
-    target_names = set(_names(target))
-    for p in target:
-        if p.name in own_names or p.name in renamed.values():
-            continue
-        if p.default is not None:
+    base_pos = [p for p in target if p.kind in _POSITIONAL]
+    for i, p in enumerate(base_pos):
+        if p.default is None:
+            if i >= len(own_pos):
+                plan.problems.append(f"takes {sum(1 for q in base_pos if q.default is None)} positional arguments "
+                                     f"({', '.join(q.name for q in base_pos if q.default is None)})")
+                break
+        elif p.name not in own_names and p.name not in renamed.values():
             plan.add.append(p)
-        else:
-            plan.problems.append(f"required parameter {p.name} is missing")
+    for p in target:
+        if p.kind == "kwonly" and p.name not in own_names and p.name not in renamed.values():
+            if p.default is not None:
+                plan.add.append(p)
+            else:
+                plan.problems.append(f"required keyword parameter {p.name} is missing")
+    passed = {p.name for p in target}
+    for i, p in enumerate(own_pos):
+        if p.default is None and i >= len(base_pos):
+            plan.problems.append(f"parameter {p.name} is no longer passed")
     for p in own:
-        if p.name not in target_names and p.default is None and p.name not in renamed:
+        if p.kind == "kwonly" and p.default is None and p.name not in passed and p.name not in renamed:
             plan.problems.append(f"parameter {p.name} is no longer passed")
     return plan
