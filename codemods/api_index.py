@@ -136,6 +136,7 @@ class ReleaseApi:
         self.release = release
         self._bit = bit
         self._names: dict[str, dict[str, str]] = {}
+        self._classes: dict[tuple[str, str], tuple[list[str], dict[str, str]] | None] = {}
 
     @property
     def minor(self) -> Release:
@@ -234,7 +235,13 @@ class ReleaseApi:
 
     # ---- classes and signatures ---------------------------------------------------
     def class_info(self, module: str, name: str) -> tuple[list[str], dict[str, str]] | None:
-        """``(bases, methods)`` of class ``module.name`` (after following imports)."""
+        """``(bases, methods)`` of class ``module.name`` (after following imports; memoised)."""
+        key = (module, name)
+        if key not in self._classes:
+            self._classes[key] = self._class_info(module, name)
+        return self._classes[key]
+
+    def _class_info(self, module: str, name: str) -> tuple[list[str], dict[str, str]] | None:
         found = self.origin(module, name)
         if found is None or not found[1]:
             return None

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     Assignment,
@@ -76,7 +76,13 @@ class RewriteCommand(VisitorBasedCodemodCommand):
     TODO_IN_GUARDS: ClassVar[bool] = False
 
     def __init__(self, context: CodemodContext) -> None:
-        super().__init__(context)
+        # libcst's matcher-decorator set-up introspects every method of the class on each
+        # instance (~17 ms, one instance per file); these transforms use no matcher
+        # decorators and bypass that dispatch (see on_visit), so it is skipped.
+        Codemod.__init__(self, context)
+        cst.CSTTransformer.__init__(self)
+        self._extra_visit_funcs: dict[object, object] = {}
+        self._extra_leave_funcs: dict[object, object] = {}
         self.findings: list[Finding] = []
         self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
@@ -122,11 +128,34 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             self.context = replace(self.context, wrapper=wrapper)
             result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
         if self._raw_findings:
-            lines = node_lines(wrapper.module, [node for node, *_ in self._raw_findings])
+            lines = self._finding_lines([node for node, *_ in self._raw_findings])
             for node, rule, kind, message in self._raw_findings:
                 self.findings.append(Finding(lines.get(id(node), 0), rule, kind, message))
             self._raw_findings = []
         return result
+
+    def _finding_lines(self, nodes: list[cst.CSTNode]) -> dict[int, int]:
+        """Line of each node: code is generated only for the top-level statements (or
+        methods) that hold findings, starting from their line in the ``ast`` map."""
+        assert self._wrapper is not None
+        module = self._wrapper.module
+        smap = self.source_map
+        by_block: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+        rest: list[cst.CSTNode] = []
+        for node in nodes:
+            block = next((a for a in (node, *self.ancestors(node)) if smap is not None and id(a) in smap.spans), None)
+            if block is None:
+                rest.append(node)
+            else:
+                by_block.setdefault(id(block), (block, []))[1].append(node)
+        lines: dict[int, int] = {}
+        for key, (block, members) in by_block.items():
+            assert smap is not None
+            leading = len(getattr(block, "leading_lines", ()))
+            lines.update(node_lines(module, members, within=block, first_line=smap.spans[key][0] - leading))
+        if rest:
+            lines.update(node_lines(module, rest))
+        return lines
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         return tree.visit(self)

@@ -21,6 +21,16 @@ __all__ = ["UNKNOWN", "ModuleBindings"]
 UNKNOWN = object()
 _SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _comprehension_targets(node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> set[str]:
+    names: set[str] = set()
+    comp: cst.CompFor | None = node.for_in
+    while comp is not None:
+        names.update(_target_names(comp.target))
+        comp = comp.inner_for_in
+    return names
 
 
 def _target_names(node: cst.BaseExpression | cst.BaseAssignTargetExpression | None) -> Iterator[str]:
@@ -53,61 +63,64 @@ def _import_locals(stmt: cst.Import | cst.ImportFrom, package: str | None) -> It
         yield local, f"{module}.{name}" if module is not None else None
 
 
-class _Binder(cst.CSTVisitor):
-    """Names bound directly in one scope (nested scopes contribute only their own name)."""
+class _Binder:
+    """Names bound directly in one scope, from its statements only: expressions are not
+    walked (a walrus binding a module-level import's name is not seen), nested scopes
+    contribute only their own name."""
 
     def __init__(self, package: str | None) -> None:
-        super().__init__()
         self.package = package
         self.other: set[str] = set()
         self.imports: dict[str, set[str | None]] = {}
-        self.declared: set[str] = set()  # global/nonlocal: give up on these names
+        self.declared: set[str] = set()  # global/nonlocal/del: give up on these names
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.other.add(node.name.value)
-        return False
+    def scan(self, body: Iterable[cst.CSTNode]) -> None:
+        for stmt in body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    self._small(small)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self.other.add(stmt.name.value)
+            else:
+                self._compound(stmt)
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.other.add(node.name.value)
-        return False
+    def _small(self, small: cst.BaseSmallStatement) -> None:
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            for local, qual in _import_locals(small, self.package):
+                self.imports.setdefault(local, set()).add(qual)
+        elif isinstance(small, cst.Assign):
+            for target in small.targets:
+                self.other.update(_target_names(target.target))
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            self.other.update(_target_names(small.target))
+        elif isinstance(small, (cst.Global, cst.Nonlocal)):
+            self.declared.update(n.name.value for n in small.names)
+        elif isinstance(small, cst.Del):
+            self.declared.update(_target_names(small.target))  # type: ignore[arg-type]
 
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        for local, qual in _import_locals(node, self.package):
-            self.imports.setdefault(local, set()).add(qual)
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return self.visit_Import(node)  # type: ignore[arg-type]
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.other.update(_target_names(node.target))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self.other.update(_target_names(node.target))
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.other.update(_target_names(node.target))
-
-    def visit_For(self, node: cst.For) -> None:
-        self.other.update(_target_names(node.target))
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self.other.update(_target_names(node.name))  # type: ignore[arg-type]
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.other.update(_target_names(node.target))
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.declared.update(n.name.value for n in node.names)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.declared.update(n.name.value for n in node.names)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self.declared.update(_target_names(node.target))  # type: ignore[arg-type]
+    def _compound(self, stmt: cst.CSTNode) -> None:
+        if isinstance(stmt, cst.For):
+            self.other.update(_target_names(stmt.target))
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                if item.asname is not None:
+                    self.other.update(_target_names(item.asname.name))  # type: ignore[arg-type]
+        elif isinstance(stmt, (cst.ExceptHandler, cst.ExceptStarHandler)) and stmt.name is not None:
+            self.other.update(_target_names(stmt.name.name))  # type: ignore[arg-type]
+        elif isinstance(stmt, cst.Match):
+            self.declared.add("*")  # capture patterns bind names: let the scope analysis decide
+        for name in _BLOCK_FIELDS:
+            child = getattr(stmt, name, None)
+            if isinstance(child, cst.IndentedBlock):
+                self.scan(child.body)
+            elif isinstance(child, cst.SimpleStatementSuite):  # `if x: a = 1`
+                for small in child.body:
+                    self._small(small)
+            elif isinstance(child, (cst.If, cst.Else, cst.Finally)):
+                self._compound(child)
+            elif isinstance(child, (list, tuple)):
+                for item in child:
+                    self._compound(item)
 
 
 def _params(node: cst.FunctionDef | cst.Lambda) -> Iterable[str]:
@@ -130,18 +143,19 @@ class ModuleBindings:
     def _scan(self, body: Iterable[cst.CSTNode], params: Iterable[str]) -> _Binder:
         binder = _Binder(self.package)
         binder.other.update(params)
-        for stmt in body:
-            stmt.visit(binder)
+        binder.scan(body)
         return binder
 
     def _scope(self, node: cst.FunctionDef | cst.ClassDef | cst.Lambda) -> _Binder:
         key = id(node)
         if key not in self._scopes:
             if isinstance(node, cst.Lambda):
-                self._scopes[key] = self._scan([node.body], _params(node))
+                self._scopes[key] = self._scan([], _params(node))
             else:
-                body = node.body.body if isinstance(node.body, cst.IndentedBlock) else [node.body]
-                self._scopes[key] = self._scan(body, _params(node) if isinstance(node, cst.FunctionDef) else ())
+                binder = _Binder(self.package)
+                binder.other.update(_params(node) if isinstance(node, cst.FunctionDef) else ())
+                binder._compound(node)  # its body (one-line bodies included)
+                self._scopes[key] = binder
         return self._scopes[key]
 
     def origin(self, name: str, ancestors: Iterable[cst.CSTNode]) -> str | None | object:
@@ -150,18 +164,20 @@ class ModuleBindings:
         ``UNKNOWN`` when only a full scope analysis can tell."""
         previous: cst.CSTNode | None = None
         for ancestor in ancestors:
+            if isinstance(ancestor, _COMPREHENSIONS) and name in _comprehension_targets(ancestor):
+                return UNKNOWN
             if isinstance(ancestor, _SCOPES):
                 if previous is not None and previous is not ancestor.body:
                     previous = ancestor
                     continue  # decorators, bases, defaults: evaluated in the enclosing scope
                 scope = self._scope(ancestor)
-                if name in scope.other or name in scope.declared:
+                if name in scope.other or name in scope.declared or "*" in scope.declared:
                     return UNKNOWN
                 if name in scope.imports:  # a function-level import: the binding that applies here
                     return self._single(scope.imports[name])
             previous = ancestor
         top = self.top
-        if name in top.declared or "*" in top.imports:
+        if name in top.declared or "*" in top.declared or "*" in top.imports:
             return UNKNOWN
         quals = top.imports.get(name)
         if not quals:

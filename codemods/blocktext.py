@@ -22,7 +22,8 @@ __all__ = ["SourceMap", "source_map"]
 
 @dataclass
 class SourceMap:
-    """``ast`` tree, source lines and the line span of each prunable block (by node id)."""
+    """``ast`` tree, source lines and the line span (first line, last line) of each
+    statement at the top level or directly in a top-level class (by node id)."""
 
     tree: ast.Module
     lines: list[bytes]
@@ -42,7 +43,11 @@ def _pair(cst_body: Sequence[cst.BaseStatement], ast_body: Sequence[ast.stmt], o
     i = 0
     for stmt in cst_body:
         if isinstance(stmt, cst.SimpleStatementLine):
-            i += len(stmt.body)
+            count = len(stmt.body)
+            if i + count > len(ast_body):
+                return False
+            out.spans[id(stmt)] = (ast_body[i].lineno, ast_body[i + count - 1].end_lineno or ast_body[i].lineno)
+            i += count
             continue
         if i >= len(ast_body):
             return False

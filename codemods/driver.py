@@ -223,7 +223,7 @@ def run(
     })
     start = time.perf_counter()
     if job.command == "upgrade":
-        load_index()  # once, before any worker is forked: they share it
+        _warm_up(job)
     results = _iterate(files, job, jobs, progress)
     for result in results:
         report.files.append(result)
@@ -232,6 +232,17 @@ def run(
     report.seconds = time.perf_counter() - start
     report.files.sort(key=lambda r: r.path)
     return report
+
+
+_WARM_UP_SOURCE = b"from torch._inductor.virtualized import V\nclass C(V):\n    def f(self):\n        pass\n"
+
+
+def _warm_up(job: Job) -> None:
+    """Build, once and before any worker is forked (they inherit it), what every file of
+    an upgrade needs: the API index, its views of --from/--to, the changed signatures."""
+    load_index()
+    context = CodemodContext(scratch={SOURCE_KEY: _WARM_UP_SOURCE})
+    job.make_command(context).transform_module(cst.parse_module(_WARM_UP_SOURCE))
 
 
 def _iterate(files: list[str], job: Job, jobs: int, progress: bool) -> Iterable[FileResult]:

@@ -42,9 +42,12 @@ class _LineCounter(CodegenState):
             self.found[key] = self.line + len(leading)
 
 
-def node_lines(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, int]:
-    """``id(node) -> 1-based line`` for each of ``nodes`` found in ``module``."""
+def node_lines(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], within: cst.CSTNode | None = None, first_line: int = 1
+) -> dict[int, int]:
+    """``id(node) -> 1-based line`` for each of ``nodes`` found in ``module``, or only in
+    its statement ``within`` (whose code, leading lines included, starts at ``first_line``)."""
     state = _LineCounter(default_indent=module.default_indent, default_newline=module.default_newline,
-                         wanted=frozenset(id(n) for n in nodes))
-    module._codegen(state)
+                         wanted=frozenset(id(n) for n in nodes), line=first_line)
+    (within or module)._codegen(state)
     return state.found
