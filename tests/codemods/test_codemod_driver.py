@@ -157,8 +157,9 @@ def test_cli_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["upgrade", "--from", "2.8", "--to", "2.9", "--list-rules"]) == 0
     listed = capsys.readouterr().out
     assert "register-backend-keywords" in listed and "free-symbol-uses" not in listed
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["upgrade", "--from", "two", "x.py"])
+    assert exit_info.value.code == 2
     assert cli.main(["upgrade", "--from", "2.9", "--to", "2.8", "x.py"]) == 2
     assert cli.main(["upgrade", "--from", "2.4", "--rule", "no-such-rule", "x.py"]) == 2
 
@@ -174,7 +175,9 @@ def test_register_adds_both_subcommands() -> None:
 
 def test_docs_list_every_rule() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "codemods.md"
-    assert cli.rules_markdown() in docs.read_text(encoding="utf-8"), "regenerate the table in docs/codemods.md"
+    text = docs.read_text(encoding="utf-8")
+    assert cli.rules_markdown() in text, "regenerate the table in docs/codemods.md"
+    assert cli.advisories_markdown() in text, "regenerate the advisory table in docs/codemods.md"
 
 
 def test_no_torch_internals_imported_by_the_codemods() -> None:
@@ -202,3 +205,55 @@ def test_prefilter_is_sharp_but_conservative() -> None:
     assert check(b"w.generate_kernel_call(name, f(a, b), device_index=0)\n")
     assert check(b"w.generate_kernel_call(name, ')', grid, 0)\n")  # brackets inside strings
     assert check(b"w.generate_kernel_call(name, args,\n")  # cannot tell: say yes
+
+
+BAD_ARGUMENTS = [
+    (["upgrade", "-j", "0", "--from", "2.6"], "argument -j/--jobs: '0'"),
+    (["upgrade", "-j", "two", "--from", "2.6"], "argument -j/--jobs: 'two'"),
+    (["migrate", "-j", "-1"], "argument -j/--jobs: '-1'"),
+    (["upgrade", "--from", "1.0"], "argument --from: '1.0' is not a torch release"),
+    (["upgrade", "--from", "2.6", "--to", "3.0"], "argument --to: '3.0' is not a torch release"),
+    (["upgrade", "--from", "two"], "argument --from: 'two'"),
+    (["migrate", "--from", "9.9"], "argument --from: '9.9'"),
+    (["upgrade", "--from", "2.9", "--to", "2.8"], "argument --to: 2.8 is older than --from 2.9"),
+    (["upgrade", "--from", "2.6", "--rule", "no-such-rule"], "argument --rule: unknown rule id(s) no-such-rule"),
+    (["upgrade", "--from", "2.6", "--modernize=yes"], "--modernize: ignored explicit argument 'yes'"),
+    (["upgrade", "--from", "2.6", "--json", "{file}/report.json"], "argument --json: cannot write a report"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_bad_arguments_get_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    root = _tree(tmp_path, {"old.py": OLD, "afile": b""})
+    argv = [a.replace("{file}", str(root / "afile")) for a in argv]
+    res = _cli(*argv, str(root / "old.py"), "--write")
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and (root / "old.py").read_bytes() == OLD
+    assert sorted(p.name for p in root.iterdir()) == ["afile", "old.py"]
+
+
+def test_no_paths_is_an_argument_error() -> None:
+    res = _cli("upgrade", "--from", "2.6")
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "spyre-adapter upgrade: error: argument PATHS: none given (accepted: Python files or directories)")
+
+
+def test_modernize_and_the_diff_header(tmp_path: Path) -> None:
+    code = b"from torch._inductor.ir import LoopBody\nfrom torch._inductor.virtualized import V\n" \
+           b"V.graph.sizevars.guard_equals(x, 1)\nB = LoopBody\n"
+    root = _tree(tmp_path, {"m.py": code})
+    res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "m.py", cwd=root)
+    assert res.returncode == 0
+    # the old spelling of loop-body-module still works on 2.15: only said, not done
+    assert res.stdout.startswith("# m.py: not applied, the old spelling still works on 2.15 (pass --modernize): "
+                                 "loop-body-module\n--- a/m.py\n")
+    assert "loop_body" not in res.stdout and "pass --modernize): loop-body-module" in res.stderr
+    res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--modernize", "--write", "m.py", cwd=root)
+    assert res.returncode == 0
+    assert b"from torch._inductor.loop_body import LoopBody\n" in (root / "m.py").read_bytes()
+    listed = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--list-rules").stdout
+    assert "loop-body-module" in listed and "(only with --modernize)" in listed
