@@ -13,10 +13,8 @@ cost of visiting a large file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
-from functools import lru_cache
 from typing import ClassVar
 
 import libcst as cst
@@ -36,6 +34,7 @@ from .bindings import UNKNOWN, ModuleBindings
 from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
+from .prune import WordTest
 from .names import absolutize, dotted, import_from_module
 from .report import Finding, FindingKind
 
@@ -46,20 +45,6 @@ SOURCE_KEY = "spyre_codemods.source"
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _IMPORTS = (cst.Import, cst.ImportFrom)
-
-
-@lru_cache(maxsize=64)
-def _prune_patterns(
-    words: frozenset[str], patterns: tuple[str, ...]
-) -> tuple[re.Pattern[str] | None, re.Pattern[bytes] | None]:
-    """One regex (text and bytes) for the prune words and patterns (files of one tree
-    often share them: compiled once)."""
-    ordered = sorted(words, key=len, reverse=True)
-    alternatives = [r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b"] if ordered else []
-    alternatives += list(patterns)
-    if not alternatives:
-        return None, None
-    return re.compile("|".join(alternatives)), re.compile("|".join(alternatives).encode())
 
 
 class RewriteCommand(VisitorBasedCodemodCommand):
@@ -101,8 +86,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._rename_ok: dict[tuple[int, str], bool] = {}
         self._qualnames: dict[int, str | None] = {}
         self._bindings: ModuleBindings | None = None
-        self._prune: re.Pattern[str] | None = None
-        self._prune_bytes: re.Pattern[bytes] | None = None
+        self._prune: WordTest | None = None
         self._source_map: SourceMap | None | bool = False  # False: not built yet
 
     # ---- running ------------------------------------------------------------
@@ -181,12 +165,10 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             extra = self.extra_prune_words(node)
             if span is not None and any(span[0] <= line <= span[1] for line in self.must_visit_lines()):
                 descend = True
-            elif text is not None:
-                descend = self._prune_bytes.search(text) is not None or (  # type: ignore[union-attr]
-                    bool(extra) and any(f".{w}".encode() in text for w in extra))
             else:
-                code = self.module.code_for_node(node)
-                descend = self._prune.search(code) is not None or any(f".{w}" in code for w in extra)
+                if text is None:
+                    text = self.module.code_for_node(node).encode()
+                descend = self._prune.hits(text, extra)
         return descend
 
     def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:
@@ -206,10 +188,12 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         the prune words? (A transform may keep some blocks whatever they say.)"""
         return True
 
-    def set_prune_words(self, words: Iterable[str], patterns: Iterable[str] = ()) -> None:
+    def set_prune_words(self, words: Iterable[str], attributes: Mapping[str, Iterable[str]] = {}) -> None:
         """Let the traversal skip top-level blocks and methods whose text contains
-        none of ``words`` (a transform calls this from ``visit_Module``)."""
-        self._prune, self._prune_bytes = _prune_patterns(frozenset(words), tuple(patterns))
+        none of ``words`` and no ``receiver.method`` of ``attributes`` (a transform
+        calls this from ``visit_Module``)."""
+        test = WordTest(words, attributes)
+        self._prune = test if test else None
 
     @property
     def source_map(self) -> SourceMap | None:

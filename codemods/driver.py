@@ -189,6 +189,8 @@ def process_file(path: str | Path, job: Job) -> FileResult:
         result.error = f"transform failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         return result
     result.findings = sorted(command.findings, key=lambda f: f.line)
+    if not result.findings:
+        return result  # every edit is recorded: no finding, no change (and no code to generate)
     new_bytes = new_module.bytes
     if new_bytes == data:
         return result

@@ -176,8 +176,8 @@ class UpgradeCommand(IndexChecks):
         # Words a block must contain to need a change: the rules' symbol/method/keyword
         # words, and local aliases of the rules' symbols (`from ... import X as Y`).
         aliases = {local for local, quals in bound.items() if any(self.index.names_symbol(q) for q in quals)}
-        index_words, index_patterns = self.index_words(bound)
-        self.set_prune_words(self.index.pruning_words | aliases | index_words, index_patterns)
+        index_words, receiver_methods = self.index_words(bound)
+        self.set_prune_words(self.index.pruning_words | aliases | index_words, receiver_methods)
         return True
 
     def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:

@@ -9,7 +9,6 @@ these helpers; nothing here visits on its own.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Sequence
 
 import libcst as cst
@@ -102,11 +101,11 @@ class IndexChecks(RewriteCommand):
     def index_active(self) -> bool:
         return self.to_api is not None
 
-    def index_words(self, bound: dict[str, set[str]]) -> tuple[set[str], list[str]]:
+    def index_words(self, bound: dict[str, set[str]]) -> tuple[set[str], dict[str, frozenset[str]]]:
         """Prune words for the index checks, given the file's imported locals (which
         also give the cheap first guess at a name's origin, see :meth:`_from_torch`):
         the names of callables whose parameters changed, and the advisories' words;
-        plus regex patterns for ``<receiver>.<changed method>``."""
+        plus, per conventional receiver, its class's changed methods."""
         self._bound = bound
         self._indexed_locals = frozenset(
             local for local, quals in bound.items() if any(q == "torch" or is_indexed(q) for q in quals))
@@ -114,18 +113,15 @@ class IndexChecks(RewriteCommand):
         for a in self.advisories:
             words |= a.words
         if self.to_api is None or self.from_api is None:
-            return words, []
+            return words, {}
         # functions: those imported by name, or living in a module the file imports
         modules = {q for quals in bound.values() for q in quals}
         for name, homes in self._index.changed_functions(self.from_api, self.to_api).items():
             if name in bound or homes & modules:
                 words.add(name)
-        patterns = []
-        for receiver, cls in RECEIVERS.items():
-            methods = self._index.changed_methods(self.from_api, self.to_api, cls)
-            if methods:
-                patterns.append(rf"\b{receiver}\s*\.\s*(?:{'|'.join(map(re.escape, sorted(methods)))})\b")
-        return words, patterns
+        attributes = {receiver: self._index.changed_methods(self.from_api, self.to_api, cls)
+                      for receiver, cls in RECEIVERS.items()}
+        return words, attributes
 
     def class_words(self) -> frozenset[str]:
         """Extra prune words inside the current class: its indexed bases' changed methods."""
@@ -427,6 +423,9 @@ class IndexChecks(RewriteCommand):
 
     def enter_class(self, node: cst.ClassDef) -> list[str]:
         """Track the class being visited; its indexed bases (a guess until confirmed)."""
+        for arg in node.bases:  # not visited yet: their parents, for origin look-ups
+            self._visited_parent[id(arg)] = node
+            self._visited_parent[id(arg.value)] = arg
         bases = self.indexed_bases(node)
         self._class_nodes.append(node)
         self._class_bases.append(bases)

@@ -16,6 +16,7 @@ import pytest
 
 from spyre_codemods import cli
 from spyre_codemods.driver import Job, process_file, run
+from spyre_codemods.report import Finding
 from spyre_codemods.rule_table import RULES
 
 OLD = b"from torch._inductor.virtualized import V\nV.graph.sizevars.guard_equals(x, 1)\n"
@@ -70,8 +71,8 @@ def test_unparsable_file_is_reported_and_untouched(tmp_path: Path) -> None:
 
 
 def test_result_that_would_not_compile_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    class Breaks(cst.CSTTransformer):  # stands in for a faulty rule
-        findings: list = []
+    class Breaks(cst.CSTTransformer):  # stands in for a faulty rule (which records its rewrite)
+        findings = [Finding(1, "faulty-rule", "rewrite", "nonlocal at module level")]
 
         def __init__(self, context: object) -> None:
             super().__init__()
