@@ -47,6 +47,13 @@ _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _IMPORTS = (cst.Import, cst.ImportFrom)
 
 
+def _prunable(node: cst.CSTNode) -> bool:
+    """Blocks, and statement lines without imports (imports are always looked at)."""
+    if isinstance(node, cst.SimpleStatementLine):
+        return not any(isinstance(small, _IMPORTS) for small in node.body)
+    return isinstance(node, cst.BaseCompoundStatement)
+
+
 class RewriteCommand(VisitorBasedCodemodCommand):
     """Base for the spyre codemods (not a codemod on its own).
 
@@ -154,11 +161,11 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if isinstance(node, _IMPORTS):
             self._import_depth += 1
         descend = cst.CSTTransformer.on_visit(self, node)
-        if descend and self._prune is not None and isinstance(node, cst.BaseCompoundStatement) \
+        if descend and self._prune is not None and _prunable(node) \
                 and self._prunable_level() and self.may_prune(node):
-            # A top-level block (or a method) whose text names nothing the rules look
-            # for cannot need a change: skip its subtree. Rendering its text is much
-            # cheaper than visiting it.
+            # A top-level block or statement (or a method) whose text names nothing the
+            # rules look for cannot need a change: skip its subtree. Slicing its text
+            # from the file is much cheaper than visiting it.
             smap = self.source_map
             span = smap.spans.get(id(node)) if smap is not None else None
             text = smap.text(span) if smap is not None and span is not None else None
