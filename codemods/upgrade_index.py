@@ -19,7 +19,7 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
-from .releases import Release, parse_release
+from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
 from .signatures import compare, plan_call, plan_override
 
