@@ -9,7 +9,7 @@ these helpers; nothing here visits on its own.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 
@@ -28,6 +28,19 @@ __all__ = ["IndexChecks"]
 _NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 IMPORTS_RULE = "import-resolution"
 SIGNATURE_RULE = "signature-change"
+
+
+def _import_statements(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements at any depth, walking statement bodies only (expressions hold none)."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            yield stmt
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            child = getattr(stmt, field, None)
+            if isinstance(child, list):
+                yield from _import_statements([c for c in child if isinstance(c, (ast.stmt, ast.excepthandler,
+                                                                                   ast.match_case))])
 
 
 def _literal(text: str) -> bool:
@@ -158,7 +171,7 @@ class IndexChecks(RewriteCommand):
             lines: set[int] = set()
             smap = self.source_map
             if smap is not None and self.resolver.active:
-                for node in ast.walk(smap.tree):
+                for node in _import_statements(smap.tree.body):
                     if isinstance(node, ast.ImportFrom):
                         module = absolutize("." * node.level + (node.module or ""), self.package) \
                             if node.level else node.module
