@@ -241,10 +241,19 @@ _WARM_UP_SOURCE = b"from torch._inductor.virtualized import V\nclass C(V):\n    
 
 def _warm_up(job: Job) -> None:
     """Build, once and before any worker is forked (they inherit it), what every file of
-    an upgrade needs: the API index, its views of --from/--to, the changed signatures."""
+    an upgrade needs: the API index, its views of --from/--to, the changed signatures,
+    the pre-filter."""
     load_index()
+    _prefilter(job)
     context = CodemodContext(scratch={SOURCE_KEY: _WARM_UP_SOURCE})
     job.make_command(context).transform_module(cst.parse_module(_WARM_UP_SOURCE))
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _iterate(files: list[str], job: Job, jobs: int, progress: bool) -> Iterable[FileResult]:
@@ -257,8 +266,10 @@ def _iterate(files: list[str], job: Job, jobs: int, progress: bool) -> Iterable[
                     bar[0].advance(bar[1])
             return
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        # largest files first, one at a time: no worker is left with a big file at the end
+        order = sorted(files, key=_size, reverse=True)
         with ctx.Pool(processes=jobs) as pool:
-            for result in pool.imap_unordered(_work, [(p, job) for p in files], chunksize=4):
+            for result in pool.imap_unordered(_work, [(p, job) for p in order], chunksize=1):
                 yield result
                 if bar is not None:
                     bar[0].advance(bar[1])
