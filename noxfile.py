@@ -5,6 +5,7 @@
     nox -t quick      /  nox -t full     a small subset / every supported release
     nox -s report                        compat_matrix/REPORT.md + report.png from committed data
     nox -s surface                       re-extract per-release surface JSON (downloads wheels)
+    nox -s api_index                     regenerate the codemods' per-release API index (downloads wheels)
     nox --list --json                    what CI turns into its job matrix
 
 Environment: UV_CACHE_DIR (default ~/.cache/uv, shared by every compat venv: one
@@ -123,6 +124,21 @@ def surface(session: nox.Session) -> None:
     session.install("packaging", "pip")  # pip: `pip download` of the wheels
     session.install("--no-deps", "-e", ".")
     session.run("python", "-m", "spyre_compat", "surface", "--fetch", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_backend="uv|venv")
+def api_index(session: nox.Session) -> None:
+    """Regenerate codemods/data/api_index.json.gz, the per-release index of torch._inductor and
+    torch._dynamo (modules, names, class bases, signatures) the upgrade codemod checks against.
+
+    For each supported release: the .py files of those two packages are read from an extracted
+    tree under --src when there is one (e.g. `-- --src /work/torch-src`), else from the release
+    wheel, which is downloaded (~1 GB, CUDA build), read and deleted. Never imports torch.
+    Pass releases after `--` to index only those (the committed file holds all supported ones).
+    """
+    session.install("packaging", "libcst>=1.1", "pip")  # pip: `pip download` of the wheels
+    session.install("--no-deps", "-e", ".")
+    session.run("python", "-m", "spyre_codemods.index_build", "--fetch", *session.posargs)
 
 
 # -- documentation and typing ----------------------------------------------------------------

@@ -1,47 +1,55 @@
-"""Codemod throughput on a large real tree (default: the installed ``torch/_inductor``).
+"""Codemod throughput on trees that need changes, against libcst's parse + print.
 
-Runs, in the same process and on the same files (read-only):
-  * baseline: plain libcst parse + print of every file (also checks the round trip is
-    byte-identical), at -j1 and -j2;
-  * the upgrade codemod with every rule selected for ``--from``/``--to`` (``--check``
-    mode: nothing is written), at -j1 and -j2.
-Prints files/s, lines/s and the ratio to the baseline at the same -j; ``--json PATH``
-writes the figures. On a tree that is already current the codemod must change nothing.
+Trees (each read-only; a copy is made for the write pass):
+  * ``torch-2.6-inductor``: torch 2.6.0's own ``torch/_inductor`` (192 files, ~128k
+    lines) upgraded ``--from 2.6 --to 2.15``: every file is checked (it is inside the
+    torch package), most need changes;
+  * ``vendor-fixture``: the 2.6-era vendor backend of the tests
+    (``tests/codemods/fixtures/vendor26``), same upgrade;
+  * ``--tree PATH --from X --to Y``: any other tree.
 
-    python benchmarks/bench_codemods.py --json results/codemods.json
+For each tree, in the same run and on the same files: the baseline (libcst parse +
+print of every file, round trip checked byte-identical) and the upgrade in ``--check``
+mode, at -j1 and -j2; files/s, lines/s and the ratio to the baseline at the same -j.
+CPU seconds (this process and the pool's workers) are recorded too: on a machine other
+work is loading, files per CPU-second is the figure that does not depend on the load.
+Then one ``--write`` pass on a copy, counting the ``torch._inductor``/``torch._dynamo``
+imports that do not resolve on the target before and after (after: with or without a
+TODO above them).
+
+    python benchmarks/bench_codemods.py --torch-src /work/torch-src --json results/codemods/bench.json
+
+torch 2.6.0's sources come from ``--torch-src`` (``<dir>/2.6.0/torch/_inductor``, the
+compat matrix's layout), or with ``--fetch`` from the release wheel (downloaded, its
+``torch/_inductor/*.py`` read, deleted).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import resource
 import platform
+import shutil
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
+from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, run
 from spyre_codemods.fileio import iter_python_files
-from spyre_codemods.releases import parse_release
+from spyre_codemods.import_resolution import unresolved_imports
 from spyre_codemods.report import write_json
-from spyre_codemods.rules import select_rules
-from spyre_codemods.rule_table import RULES
 
-
-def _default_tree() -> tuple[Path, str]:
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")  # locate the install without importing torch
-    if spec is None or spec.origin is None:
-        raise SystemExit("torch is not installed; pass --tree")
-    root = Path(spec.origin).parent
-    version = "unknown"
-    for line in (root / "version.py").read_text(encoding="utf-8").splitlines():
-        if line.startswith("__version__"):
-            version = line.split("=", 1)[1].strip().strip("'\"")
-    return root / "_inductor", version
+REPO = Path(__file__).resolve().parents[1]
+VENDOR_FIXTURE = REPO / "tests" / "codemods" / "fixtures" / "vendor26"
+INDUCTOR_RELEASE = "2.6.0"
 
 
 def _round_trip(path: str) -> tuple[int, bool]:
@@ -49,8 +57,15 @@ def _round_trip(path: str) -> tuple[int, bool]:
     return data.count(b"\n"), cst.parse_module(data).bytes == data
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children (the pool's workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def baseline(files: list[str], jobs: int) -> dict[str, float]:
     """libcst parse + print of every file; counts files whose round trip differs."""
+    cpu = _cpu()
     start = time.perf_counter()
     if jobs <= 1:
         results = [_round_trip(f) for f in files]
@@ -58,67 +73,158 @@ def baseline(files: list[str], jobs: int) -> dict[str, float]:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             results = pool.map(_round_trip, files, chunksize=4)
     seconds = time.perf_counter() - start
+    cpu = _cpu() - cpu
     lines = sum(n for n, _ in results)
-    return {"seconds": seconds, "files": len(files), "lines": lines,
+    return {"seconds": seconds, "cpu_seconds": cpu, "files": len(files), "lines": lines,
             "files_per_s": len(files) / seconds, "lines_per_s": lines / seconds,
-            "round_trip_mismatches": sum(1 for _, same in results if not same)}
+            "files_per_cpu_s": len(files) / cpu, "round_trip_mismatches": sum(1 for _, same in results if not same)}
 
 
-def codemod(tree: Path, source: str, target: str, jobs: int) -> dict[str, float]:
-    """The upgrade codemod with every selected rule, in --check mode."""
+def codemod(tree: Path, source: str, target: str, jobs: int) -> dict[str, Any]:
+    """The upgrade (rules, index checks, advisories) in --check mode."""
+    cpu = _cpu()
     report = run([tree], Job("upgrade", source, target, mode="check"), jobs=jobs)
+    cpu = _cpu() - cpu
     s = report.summary()
-    parsed = sum(1 for f in report.files if not f.prefiltered)
-    return {"seconds": report.seconds, "files": s["files"], "lines": s["lines"],
+    return {"seconds": report.seconds, "cpu_seconds": cpu, "files": s["files"], "lines": s["lines"],
             "files_per_s": s["files"] / report.seconds, "lines_per_s": s["lines"] / report.seconds,
-            "parsed_after_prefilter": parsed, "changed": s["changed"], "errors": s["errors"],
-            "findings": s["findings"]}
+            "files_per_cpu_s": s["files"] / cpu,
+            "parsed_after_prefilter": sum(1 for f in report.files if not f.prefiltered),
+            "changed": s["changed"], "errors": s["errors"], "findings": s["findings"]}
+
+
+def import_audit(tree: Path, source: str, target: str) -> dict[str, Any]:
+    """Unresolved indexed imports on ``target`` before and after ``upgrade --write`` (on a copy)."""
+    index = load_index()
+    before = unresolved_imports(list(iter_python_files([tree])), target, index)
+    with tempfile.TemporaryDirectory(prefix="bench-codemods-") as tmp:
+        copy = _package_copy(tree, Path(tmp))
+        report = run([copy], Job("upgrade", source, target, mode="write"), jobs=2)
+        after = unresolved_imports(list(iter_python_files([copy])), target, index)
+        written = {"changed": len(report.changed), "errors": len(report.errors),
+                   "advisories": report.advisories(), "findings": report.summary()["findings"]}
+    return {"unresolved_before": len(before), "unresolved_after": len(after),
+            "unresolved_after_with_todo": sum(1 for u in after if u.marked),
+            "unresolved_after_without_todo": sum(1 for u in after if not u.marked),
+            "write_pass": written}
+
+
+def _package_copy(tree: Path, dest: Path) -> Path:
+    """Copy ``tree`` keeping the packages above it (their ``__init__.py``), so relative
+    imports resolve as in the original."""
+    parts = []
+    current = tree
+    while (current.parent / "__init__.py").is_file():
+        parts.append(current.parent)
+        current = current.parent
+    top = dest
+    for package in reversed(parts):
+        top = top / package.name
+        top.mkdir(exist_ok=True)
+        shutil.copyfile(package / "__init__.py", top / "__init__.py")
+    shutil.copytree(tree, top / tree.name)
+    return top / tree.name
+
+
+def inductor_tree(torch_src: Path | None, fetch: bool, workdir: Path) -> Path:
+    """torch 2.6.0's torch/_inductor inside a ``torch`` package folder of ``workdir``."""
+    root = workdir / "torch"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "__init__.py").write_bytes(b"")
+    extracted = torch_src / INDUCTOR_RELEASE / "torch" / "_inductor" if torch_src else None
+    if extracted is not None and extracted.is_dir():
+        shutil.copytree(extracted, root / "_inductor", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        return root / "_inductor"
+    if not fetch:
+        raise SystemExit(f"error: argument --torch-src: no {INDUCTOR_RELEASE}/torch/_inductor under {torch_src} "
+                         "(accepted: a folder of extracted release trees; or pass --fetch)")
+    from spyre_compat.sources import download_wheel
+
+    wheel = download_wheel(INDUCTOR_RELEASE, workdir / "wheels")
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if member.startswith("torch/_inductor/") and member.endswith(".py"):
+                    archive.extract(member, workdir)
+    finally:
+        wheel.unlink()
+    return root / "_inductor"
+
+
+def measure(name: str, tree: Path, source: str, target: str, jobs: list[int]) -> dict[str, Any]:
+    files = [str(p) for p in iter_python_files([tree])]
+    for f in files:  # warm the page cache so neither side pays for disk reads
+        Path(f).read_bytes()
+    print(f"{name}: {tree} ({len(files)} files), upgrade {source} -> {target}", file=sys.stderr)
+    rows = []
+    for j in jobs:
+        base = baseline(files, j)
+        mod = codemod(tree, source, target, j)
+        rows.append({"jobs": j, "baseline": base, "codemod": mod,
+                     "ratio_files_per_s": mod["files_per_s"] / base["files_per_s"],
+                     "ratio_lines_per_s": mod["lines_per_s"] / base["lines_per_s"]})
+    return {"name": name, "tree": str(tree), "from": source, "to": target, "files": len(files),
+            "lines": rows[0]["baseline"]["lines"], "runs": rows, "imports": import_audit(tree, source, target)}
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(f"\n{result['name']}: {result['files']} files, {result['lines']} lines, "
+          f"upgrade {result['from']} -> {result['to']}")
+    print(f"{'-j':>4} {'baseline files/s':>17} {'lines/s':>9} {'upgrade files/s':>16} {'lines/s':>9} {'ratio':>6}"
+          f" {'baseline files/cpu-s':>21} {'upgrade files/cpu-s':>20}")
+    for r in result["runs"]:
+        b, m = r["baseline"], r["codemod"]
+        print(f"{r['jobs']:>4} {b['files_per_s']:>17.1f} {b['lines_per_s']:>9.0f} {m['files_per_s']:>16.1f} "
+              f"{m['lines_per_s']:>9.0f} {r['ratio_files_per_s']:>6.2f} {b['files_per_cpu_s']:>21.1f} "
+              f"{m['files_per_cpu_s']:>20.1f}")
+    last = result["runs"][-1]
+    imports = result["imports"]
+    print(f"parsed after the pre-filter: {last['codemod']['parsed_after_prefilter']}, would change "
+          f"{last['codemod']['changed']}, errors {last['codemod']['errors']}; round trip mismatches "
+          f"{last['baseline']['round_trip_mismatches']}")
+    print(f"unresolved torch._inductor/_dynamo imports on {result['to']}: before {imports['unresolved_before']}, "
+          f"after {imports['unresolved_after']} ({imports['unresolved_after_with_todo']} with a TODO, "
+          f"{imports['unresolved_after_without_todo']} without)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    default_tree, version = _default_tree()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", type=Path, default=default_tree, help="tree to run over (read-only)")
-    parser.add_argument("--from", dest="source", default="2.4")
-    parser.add_argument("--to", dest="target", default=str(parse_release(version)) if version != "unknown" else "2.15")
+    parser.add_argument("--torch-src", type=Path, help="extracted release trees, <dir>/<release>/torch/...")
+    parser.add_argument("--fetch", action="store_true", help="download torch 2.6.0's wheel when not in --torch-src")
+    parser.add_argument("--tree", type=Path, help="measure this tree instead of the two default ones")
+    parser.add_argument("--from", dest="source", default="2.6")
+    parser.add_argument("--to", dest="target", default="2.15")
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
 
-    files = [str(p) for p in iter_python_files([args.tree])]
-    for f in files:  # warm the page cache so neither side pays for disk reads
-        Path(f).read_bytes()
-    rules = select_rules(RULES, args.source, args.target).rules
-    print(f"tree: {args.tree} ({len(files)} files), torch {version}, rules {args.source} -> {args.target}: "
-          f"{len(rules)}", file=sys.stderr)
-
-    rows = []
-    for jobs in args.jobs:
-        base = baseline(files, jobs)
-        mod = codemod(args.tree, args.source, args.target, jobs)
-        rows.append({"jobs": jobs, "baseline": base, "codemod": mod,
-                     "ratio_files_per_s": mod["files_per_s"] / base["files_per_s"],
-                     "ratio_lines_per_s": mod["lines_per_s"] / base["lines_per_s"]})
-
-    print(f"{'':>4} {'baseline parse+print':>32} {'upgrade (all rules)':>32} {'ratio':>7}")
-    print(f"{'-j':>4} {'files/s':>10} {'lines/s':>10} {'s':>10} {'files/s':>10} {'lines/s':>10} {'s':>10} {'x':>7}")
-    for r in rows:
-        b, m = r["baseline"], r["codemod"]
-        print(f"{r['jobs']:>4} {b['files_per_s']:>10.1f} {b['lines_per_s']:>10.0f} {b['seconds']:>10.2f} "
-              f"{m['files_per_s']:>10.1f} {m['lines_per_s']:>10.0f} {m['seconds']:>10.2f} "
-              f"{r['ratio_lines_per_s']:>7.2f}")
-    last = rows[-1]
-    print(f"round trip byte-identical: {len(files) - last['baseline']['round_trip_mismatches']}/{len(files)} files; "
-          f"codemod parsed {last['codemod']['parsed_after_prefilter']} files after the pre-filter, "
-          f"changed {last['codemod']['changed']}, errors {last['codemod']['errors']}")
-
+    start = time.perf_counter()
+    load_index()  # once per process (the runs below reuse it): timed on its own
+    index_seconds = time.perf_counter() - start
+    load_before = os.getloadavg()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-codemods-src-") as tmp:
+        if args.tree is not None:
+            results.append(measure(args.tree.name, args.tree, args.source, args.target, args.jobs))
+        else:
+            tree = inductor_tree(args.torch_src, args.fetch, Path(tmp))
+            results.append(measure("torch-2.6-inductor", tree, "2.6", "2.15", args.jobs))
+            results.append(measure("vendor-fixture", VENDOR_FIXTURE, "2.6", "2.15", args.jobs))
+    print(f"API index loaded in {index_seconds:.2f}s (once per process, not in the runs); "
+          f"load average before {load_before[0]:.1f}, after {os.getloadavg()[0]:.1f} "
+          f"on {multiprocessing.cpu_count()} CPUs")
+    for result in results:
+        _print(result)
     if args.json:
-        write_json(args.json, {
-            "tree": str(args.tree), "torch": version, "from": args.source, "to": args.target,
-            "rules": len(rules), "python": platform.python_version(), "machine": platform.machine(),
-            "cpus": multiprocessing.cpu_count(), "runs": rows,
-        })
-    ok = all(r["baseline"]["round_trip_mismatches"] == 0 and r["codemod"]["errors"] == 0 for r in rows)
+        for result in results:  # machine-independent paths in the committed file
+            result["tree"] = Path(result["tree"]).name if result["name"] != "vendor-fixture" else \
+                str(VENDOR_FIXTURE.relative_to(REPO))
+        write_json(args.json, {"python": platform.python_version(), "machine": platform.machine(),
+                               "cpus": multiprocessing.cpu_count(), "index_load_seconds": index_seconds,
+                               "load_average_before": load_before, "load_average_after": os.getloadavg(),
+                               "trees": results})
+    ok = all(r["baseline"]["round_trip_mismatches"] == 0 and r["codemod"]["errors"] == 0
+             for result in results for r in result["runs"])
     return 0 if ok else 1
 
 

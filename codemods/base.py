@@ -5,41 +5,53 @@ Cost matters (the benchmark runs every rule over ~250k lines of Inductor), so no
 metadata is resolved up front: libcst's ScopeProvider is resolved the first time a
 candidate node needs its qualified name (many files never get there); parents come
 from the ancestor stack of the traversal (ParentNodeProvider is resolved lazily, for
-the rare look-up of a node off the current path); line numbers (PositionProvider)
-are resolved only when a file has findings. The traversal also bypasses libcst's
+the rare look-up of a node off the current path); line numbers (a light
+code-generation pass, :mod:`spyre_codemods.lines`) are computed only when a file has findings. The traversal also bypasses libcst's
 matcher-decorator dispatch, which these transforms do not use and which triples the
 cost of visiting a large file.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     Assignment,
     ImportAssignment,
     MetadataWrapper,
     ParentNodeProvider,
-    PositionProvider,
     QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
 
-from .guards import GuardFinder
-from .names import absolutize, import_from_module
+from .bindings import UNKNOWN, ModuleBindings
+from .blocktext import SourceMap, source_map
+from .guards import GuardFinder, version_flags
+from .lines import node_lines
+from .prune import WordTest
+from .names import absolutize, dotted, import_from_module
 from .report import Finding, FindingKind
 
-__all__ = ["RewriteCommand"]
+__all__ = ["RewriteCommand", "SOURCE_KEY"]
+
+#: ``context.scratch`` key under which the driver leaves the file's original bytes
+SOURCE_KEY = "spyre_codemods.source"
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 _IMPORTS = (cst.Import, cst.ImportFrom)
+
+
+def _prunable(node: cst.CSTNode) -> bool:
+    """Blocks, and statement lines without imports (imports are always looked at)."""
+    if isinstance(node, cst.SimpleStatementLine):
+        return not any(isinstance(small, _IMPORTS) for small in node.body)
+    return isinstance(node, cst.BaseCompoundStatement)
 
 
 class RewriteCommand(VisitorBasedCodemodCommand):
@@ -52,9 +64,17 @@ class RewriteCommand(VisitorBasedCodemodCommand):
 
     METADATA_DEPENDENCIES = ()
     TODO_TAG: ClassVar[str] = "TODO(spyre-adapter)"
+    #: Leave a TODO at matches skipped inside compat blocks (not only a report entry).
+    TODO_IN_GUARDS: ClassVar[bool] = False
 
     def __init__(self, context: CodemodContext) -> None:
-        super().__init__(context)
+        # libcst's matcher-decorator set-up introspects every method of the class on each
+        # instance (~17 ms, one instance per file); these transforms use no matcher
+        # decorators and bypass that dispatch (see on_visit), so it is skipped.
+        Codemod.__init__(self, context)
+        cst.CSTTransformer.__init__(self)
+        self._extra_visit_funcs: dict[object, object] = {}
+        self._extra_leave_funcs: dict[object, object] = {}
         self.findings: list[Finding] = []
         self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
@@ -64,13 +84,17 @@ class RewriteCommand(VisitorBasedCodemodCommand):
     def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
         self._wrapper = wrapper
         self._stack: list[cst.CSTNode] = []
+        self._visited_parent: dict[int, cst.CSTNode | None] = {}
         self._import_depth = 0
         self._parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None
         self._scopes: Mapping[cst.CSTNode, Scope | None] | None = None
-        self._guards = GuardFinder(self.ancestors)
+        self._flags: frozenset[str] | None = None
+        self._guards = GuardFinder(self.ancestors, self.is_torch, self._version_flags, self.package)
         self._rename_ok: dict[tuple[int, str], bool] = {}
         self._qualnames: dict[int, str | None] = {}
-        self._prune: re.Pattern[str] | None = None
+        self._bindings: ModuleBindings | None = None
+        self._prune: WordTest | None = None
+        self._source_map: SourceMap | None | bool = False  # False: not built yet
 
     # ---- running ------------------------------------------------------------
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -95,12 +119,34 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             self.context = replace(self.context, wrapper=wrapper)
             result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
         if self._raw_findings:
-            positions = wrapper.resolve(PositionProvider)
+            lines = self._finding_lines([node for node, *_ in self._raw_findings])
             for node, rule, kind, message in self._raw_findings:
-                pos = positions.get(node)
-                self.findings.append(Finding(pos.start.line if pos else 0, rule, kind, message))
+                self.findings.append(Finding(lines.get(id(node), 0), rule, kind, message))
             self._raw_findings = []
         return result
+
+    def _finding_lines(self, nodes: list[cst.CSTNode]) -> dict[int, int]:
+        """Line of each node: code is generated only for the top-level statements (or
+        methods) that hold findings, starting from their line in the ``ast`` map."""
+        assert self._wrapper is not None
+        module = self._wrapper.module
+        smap = self.source_map
+        by_block: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+        rest: list[cst.CSTNode] = []
+        for node in nodes:
+            block = next((a for a in (node, *self.ancestors(node)) if smap is not None and id(a) in smap.spans), None)
+            if block is None:
+                rest.append(node)
+            else:
+                by_block.setdefault(id(block), (block, []))[1].append(node)
+        lines: dict[int, int] = {}
+        for key, (block, members) in by_block.items():
+            assert smap is not None
+            leading = len(getattr(block, "leading_lines", ()))
+            lines.update(node_lines(module, members, within=block, first_line=smap.spans[key][0] - leading))
+        if rest:
+            lines.update(node_lines(module, rest))
+        return lines
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         return tree.visit(self)
@@ -108,17 +154,34 @@ class RewriteCommand(VisitorBasedCodemodCommand):
     # ---- traversal bookkeeping ----------------------------------------------
     # Plain CSTTransformer dispatch (see the module docstring for why).
     def on_visit(self, node: cst.CSTNode) -> bool:
+        # parents of every visited node, for look-ups after it was left (cheaper than
+        # libcst's ParentNodeProvider, which re-walks the whole module)
+        self._visited_parent[id(node)] = self._stack[-1] if self._stack else None
         self._stack.append(node)
         if isinstance(node, _IMPORTS):
             self._import_depth += 1
         descend = cst.CSTTransformer.on_visit(self, node)
-        if descend and self._prune is not None and isinstance(node, cst.BaseCompoundStatement) \
-                and self._prunable_level():
-            # A top-level block (or a method) whose text names nothing the rules look
-            # for cannot need a change: skip its subtree. Rendering its text is much
-            # cheaper than visiting it.
-            descend = self._prune.search(self.module.code_for_node(node)) is not None
+        if descend and self._prune is not None and _prunable(node) \
+                and self._prunable_level() and self.may_prune(node):
+            # A top-level block or statement (or a method) whose text names nothing the
+            # rules look for cannot need a change: skip its subtree. Slicing its text
+            # from the file is much cheaper than visiting it.
+            smap = self.source_map
+            span = smap.spans.get(id(node)) if smap is not None else None
+            text = smap.text(span) if smap is not None and span is not None else None
+            extra = self.extra_prune_words(node)
+            if span is not None and any(span[0] <= line <= span[1] for line in self.must_visit_lines()):
+                descend = True
+            else:
+                if text is None:
+                    text = self.module.code_for_node(node).encode()
+                descend = self._prune.hits(text, extra)
         return descend
+
+    def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:
+        """Method names whose ``.name`` keeps ``node`` (a top-level block or method) from
+        being skipped, besides the prune words (e.g. what only a class's methods call)."""
+        return frozenset()
 
     def _prunable_level(self) -> bool:
         stack = self._stack
@@ -127,11 +190,34 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         return (len(stack) >= 4 and isinstance(stack[-2], cst.IndentedBlock)
                 and isinstance(stack[-3], cst.ClassDef) and isinstance(stack[-4], cst.Module))
 
-    def set_prune_words(self, words: Iterable[str]) -> None:
+    def may_prune(self, node: cst.CSTNode) -> bool:
+        """May this top-level block or method be skipped when its text names none of
+        the prune words? (A transform may keep some blocks whatever they say.)"""
+        return True
+
+    def set_prune_words(self, words: Iterable[str], attributes: Mapping[str, Iterable[str]] = {}) -> None:
         """Let the traversal skip top-level blocks and methods whose text contains
-        none of ``words`` (a transform calls this from ``visit_Module``)."""
-        ordered = sorted(set(words), key=len, reverse=True)
-        self._prune = re.compile(r"\b(?:" + "|".join(map(re.escape, ordered)) + r")\b") if ordered else None
+        none of ``words`` and no ``receiver.method`` of ``attributes`` (a transform
+        calls this from ``visit_Module``)."""
+        test = WordTest(words, attributes)
+        self._prune = test if test else None
+
+    @property
+    def source_map(self) -> SourceMap | None:
+        """The file's ``ast`` and block spans (from the original bytes the driver passes
+        in ``context.scratch``, else from the module's code), built on first use."""
+        if self._source_map is False:
+            source = self.context.scratch.get(SOURCE_KEY)
+            if self._wrapper is None:
+                return None
+            if not isinstance(source, bytes):
+                source = self._wrapper.module.bytes
+            self._source_map = source_map(self._wrapper.module, source)
+        return self._source_map  # type: ignore[return-value]
+
+    def must_visit_lines(self) -> frozenset[int]:
+        """Lines of the original file that must be visited whatever their block says."""
+        return frozenset()
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         cst.CSTTransformer.on_visit_attribute(self, node, attribute)
@@ -171,6 +257,12 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             if stack[i] is node:
                 yield from reversed(stack[:i])
                 return
+        if id(node) in self._visited_parent:
+            current_visited = self._visited_parent[id(node)]
+            while current_visited is not None:
+                yield current_visited
+                current_visited = self._visited_parent.get(id(current_visited))
+            return
         if self._parents is None:
             assert self._wrapper is not None
             self._parents = self._wrapper.resolve(ParentNodeProvider)
@@ -201,6 +293,14 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         return self._qualnames[key]
 
     def _compute_qualname(self, node: cst.Name | cst.Attribute) -> str | None:
+        root = self.root_name(node)
+        text = dotted(node)
+        if root is not None and text is not None and self._wrapper is not None:
+            if self._bindings is None:
+                self._bindings = ModuleBindings(self._wrapper.module, self.package)
+            origin = self._bindings.origin(root.value, self.ancestors(node))
+            if origin is not UNKNOWN:  # the common case, without a scope analysis
+                return None if origin is None else str(origin) + text[len(root.value):]
         scope = self.scope_of(node)
         if scope is None:
             return None
@@ -211,6 +311,23 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if qn.source is not QualifiedNameSource.IMPORT:
             return None
         return absolutize(qn.name, self.package)
+
+    def is_torch(self, expr: cst.BaseExpression) -> bool:
+        """Does ``expr`` start at ``torch`` or at a name imported from torch?"""
+        root = expr
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.value if isinstance(root, (cst.Attribute, cst.Subscript)) else root.func
+        if not isinstance(root, cst.Name):
+            return False
+        if self._wrapper is None:
+            return root.value == "torch"
+        qualname = self.imported_qualname(root)
+        return qualname is not None and (qualname == "torch" or qualname.startswith("torch."))
+
+    def _version_flags(self) -> frozenset[str]:
+        if self._flags is None:
+            self._flags = version_flags(self.module, self.is_torch) if self._wrapper is not None else frozenset()
+        return self._flags
 
     @property
     def guards(self) -> GuardFinder:
@@ -307,8 +424,9 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         """Add a finding for an original-tree node (its line is filled in after the pass)."""
         self._raw_findings.append((node, rule, kind, message))
 
-    def todo(self, node: cst.CSTNode, rule: str, message: str) -> None:
-        """Leave ``# TODO(...): message`` above the statement containing ``node``.
+    def todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind | None = "todo") -> None:
+        """Leave ``# TODO(...): message`` above the statement containing ``node``
+        (and record a ``kind`` finding, unless ``None``).
 
         ``node`` must not have been left yet (its statement is still open), so the
         comment can be attached when the statement is left.
@@ -322,11 +440,16 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         comment = f"# {self.TODO_TAG}: {message}"
         if comment not in texts:
             texts.append(comment)
-            self.record(node, rule, "todo", message)
+            if kind is not None:
+                self.record(node, rule, kind, message)
 
-    def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str) -> None:
-        """Report a match left alone because it sits in a compat block."""
-        self.record(node, rule, "skipped", f"{what}: left alone inside a {guard}")
+    def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
+        """Report a match left alone because it sits in a compat block (and, for the
+        upgrade, mark it with a TODO: the block may be obsolete on the new release)."""
+        message = f"{what} ({rule}): left alone inside a {guard}" + (f"; {hint}" if hint else "")
+        self.record(node, rule, "skipped", message)
+        if self.TODO_IN_GUARDS:
+            self.todo(node, rule, message, kind=None)
 
     def _attach_comments(
         self, result: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode], comments: list[str]

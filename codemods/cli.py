@@ -10,24 +10,67 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
+from .advisories import ADVISORIES
 from .driver import Job, run
-from .releases import KNOWN_RELEASES, parse_release
+from .releases import KNOWN_RELEASES, known_release, parse_release
 from .report import FileResult, RunReport, write_json
 from .rule_table import RULES
 from .rules import select_rules
 
-__all__ = ["register", "main", "rules_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
+__all__ = ["register", "main", "rules_markdown", "advisories_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 
 
 def _release(text: str) -> str:
     try:
-        return str(parse_release(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        return str(known_release(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a torch release the codemods know (accepted: {KNOWN_RELEASES[0]} to "
+            f"{KNOWN_RELEASES[-1]}, e.g. 2.9 or 2.9.1)") from None
+
+
+def _argument_error(args: argparse.Namespace, argument: str, message: str) -> int:
+    """One line naming the argument and what is accepted (as argparse's own errors)."""
+    print(f"{args.prog}: error: argument {argument}: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _check_paths(args: argparse.Namespace) -> int | None:
+    """Validate PATHS and --json before any work (``None`` when fine)."""
+    if not args.paths:
+        return _argument_error(args, "PATHS", "none given (accepted: Python files or directories)")
+    if args.json:
+        parent = Path(args.json).resolve().parent
+        existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if Path(args.json).is_dir() or existing is None or not existing.is_dir():
+            return _argument_error(args, "--json", f"cannot write a report to {args.json!r} "
+                                                   "(accepted: a file path whose folder exists or can be created)")
+    return None
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of worker processes (accepted: an integer >= 1)")
+    return value
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad arguments: one line naming the argument and what is accepted, exit 2."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(EXIT_ERROR, f"{parser.prog}: error: {message}\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +80,7 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--check", action="store_const", dest="mode", const="check",
                       help="change nothing; exit 1 if any file needs changes")
     parser.set_defaults(mode="diff")
-    parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument("-j", "--jobs", type=_jobs, default=1, metavar="N", help="worker processes (default 1)")
     parser.add_argument("--json", metavar="PATH", help="write a JSON report to PATH")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: when stderr is a terminal)")
@@ -46,11 +89,12 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``upgrade`` and ``migrate`` to an argparse ``add_subparsers()`` object."""
-    upgrade = subparsers.add_parser(
+    upgrade = _one_line_errors(subparsers.add_parser(
         "upgrade", help="upgrade Inductor backend code across torch releases",
-        description="Apply the release-keyed rules needed to move code from --from to --to. "
-                    "Shows a unified diff unless --write or --check is given.",
-    )
+        description="Apply the release-keyed rules needed to move code from --from to --to, check that "
+                    "every torch._inductor/_dynamo import resolves on --to, flag signature changes and "
+                    "behaviour changes (advisories). Shows a unified diff unless --write or --check is given.",
+    ))
     upgrade.add_argument("--from", dest="source", type=_release, required=True, metavar="X",
                          help="torch release the code is written for (e.g. 2.6)")
     upgrade.add_argument("--to", dest="target", type=_release, default=str(KNOWN_RELEASES[-1]), metavar="Y",
@@ -58,27 +102,49 @@ def register(subparsers: Any) -> None:
     upgrade.add_argument("--rule", dest="rule_ids", action="append", metavar="ID",
                          help="only this rule (repeatable); see --list-rules")
     upgrade.add_argument("--list-rules", action="store_true", help="print the selected rules and exit")
+    upgrade.add_argument("--modernize", action="store_true",
+                         help="also apply rules whose old spelling still works on --to (deprecated aliases, "
+                              "re-exports); without it they are only listed")
     _common_options(upgrade)
-    upgrade.set_defaults(func=run_upgrade)
+    upgrade.set_defaults(func=run_upgrade, prog=upgrade.prog)
 
-    migrate = subparsers.add_parser(
+    migrate = _one_line_errors(subparsers.add_parser(
         "migrate", help="move torch._inductor/_dynamo usage onto the stable API (spyre_shims.compat)",
         description="Rewrite internal usage that has a stable equivalent; leave a TODO and a report "
                     "entry where there is none. Shows a unified diff unless --write or --check is given.",
-    )
+    ))
     migrate.add_argument("--from", dest="source", type=_release, default=None, metavar="X",
                          help="torch release the code is written for (maps register_backend_for_device's "
                               "positional arguments)")
     _common_options(migrate)
-    migrate.set_defaults(func=run_migrate)
+    migrate.set_defaults(func=run_migrate, prog=migrate.prog)
 
 
 def rules_markdown(source: str | None = None, target: str | None = None) -> str:
     """The rules table as Markdown (all rules, or those selected by source/target)."""
-    rules = RULES if source is None else select_rules(RULES, source, target or str(KNOWN_RELEASES[-1])).rules
-    lines = ["| id | since | old | new | confirmed in |", "|---|---|---|---|---|"]
+    if source is None:
+        rules = RULES
+    else:
+        selection = select_rules(RULES, source, target or str(KNOWN_RELEASES[-1]))
+        rules = selection.rules + selection.deferred
+    lines = ["| id | since | old spelling removed in | old | new | confirmed in |", "|---|---|---|---|---|---|"]
     for r in rules:
-        cells = [f"`{r.id}`", str(r.since), f"`{r.old_text}`", f"`{r.new_text}`", r.confirmed]
+        until = "kept (still works)" if r.old_works_in(KNOWN_RELEASES[-1]) else \
+            str(r.old_removed) if r.old_removed is not None else str(r.since)
+        cells = [f"`{r.id}`", str(r.since), until, f"`{r.old_text}`", f"`{r.new_text}`", r.confirmed]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def advisories_markdown() -> str:
+    """The advisory table as Markdown."""
+    lines = ["| id | release | use sites | note | confirmed in |", "|---|---|---|---|---|"]
+    for a in ADVISORIES:
+        sites = [f"`{q}`" for q in a.qualnames] + [f"`{r or '<obj>'}.{m}`" for r, m in a.methods]
+        if a.base is not None:
+            sites.append(f"subclasses of `{a.base}`" + (f" overriding {', '.join(f'`{m}`' for m in a.base_methods)}"
+                                                        if a.base_methods else ""))
+        cells = [f"`{a.id}`", str(a.release), ", ".join(sites), a.note, a.confirmed]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -86,19 +152,23 @@ def rules_markdown(source: str | None = None, target: str | None = None) -> str:
 def run_upgrade(args: argparse.Namespace) -> int:
     """Entry point of ``upgrade`` (returns the exit code)."""
     if parse_release(args.target) < parse_release(args.source):
-        print(f"error: --to {args.target} is older than --from {args.source}", file=sys.stderr)
-        return EXIT_ERROR
+        return _argument_error(args, "--to", f"{args.target} is older than --from {args.source} "
+                                             f"(accepted: {args.source} to {KNOWN_RELEASES[-1]})")
     known = {r.id for r in RULES}
     unknown = sorted(set(args.rule_ids or ()) - known)
     if unknown:
-        print(f"error: unknown rule id(s): {', '.join(unknown)}", file=sys.stderr)
-        return EXIT_ERROR
-    job = Job("upgrade", args.source, args.target, tuple(args.rule_ids) if args.rule_ids else None, args.mode)
+        return _argument_error(args, "--rule", f"unknown rule id(s) {', '.join(unknown)} "
+                                               "(accepted: the ids --list-rules prints)")
+    job = Job("upgrade", args.source, args.target, tuple(args.rule_ids) if args.rule_ids else None, args.mode,
+              modernize=args.modernize)
+    selection = job.selection()
     if args.list_rules:
-        selected = select_rules(job.rules(), args.source, args.target).rules
-        for r in selected:
+        for r in selection.rules:
             print(f"{r.since!s:>5}  {r.id:34} {r.old_text}  ->  {r.new_text}")
-        print(f"{len(selected)} rule(s) for {args.source} -> {args.target}", file=sys.stderr)
+        for r in selection.deferred:
+            print(f"{r.since!s:>5}  {r.id:34} {r.old_text}  ->  {r.new_text}  (only with --modernize)")
+        print(f"{len(selection.rules)} rule(s) for {args.source} -> {args.target}"
+              + (f", {len(selection.deferred)} more with --modernize" if selection.deferred else ""), file=sys.stderr)
         return EXIT_OK
     return _execute(args, job)
 
@@ -109,9 +179,9 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, job: Job) -> int:
-    if not args.paths:
-        print("error: no PATHS given", file=sys.stderr)
-        return EXIT_ERROR
+    problem = _check_paths(args)
+    if problem is not None:
+        return problem
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     out = sys.stdout
 
@@ -146,6 +216,15 @@ def _summary(report: RunReport) -> None:
     changed = "changed" if report.options.get("mode") == "write" else "to change"
     print(f"{report.command}: {s['files']} file(s), {s['changed']} {changed}, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+    advisories = report.advisories()
+    if advisories:
+        listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())
+        print(f"advisories (behaviour changed behind unchanged names; a TODO at each site): {listed}",
+              file=sys.stderr)
+    optional = sorted({rule for f in report.files for rule in f.optional})
+    if optional:
+        print(f"not applied (the old spelling still works on {report.options.get('to')}; pass --modernize): "
+              f"{', '.join(optional)}", file=sys.stderr)
 
 
 def build_parser(prog: str = "spyre-adapter") -> argparse.ArgumentParser:

@@ -23,13 +23,16 @@ from libcst.codemod import CodemodContext
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .base import RewriteCommand
+from .advisories import select_advisories
+from .api_index import load_index
+from .base import SOURCE_KEY, RewriteCommand
 from .fileio import atomic_write, iter_python_files, module_names
 from .migrate import MigrateCommand
 from .names import INTERNAL_PREFIXES
 from .report import FileResult, RunReport
 from .rule_table import RULES
-from .rules import Rule, select_rules
+from .rules import Rule, RuleSelection, select_rules
+from .signature_table import EXTERNAL
 from .upgrade import UpgradeCommand
 
 __all__ = ["Job", "process_file", "run"]
@@ -52,6 +55,8 @@ class Job:
     target: str | None = None
     rule_ids: tuple[str, ...] | None = None
     mode: Mode = "diff"
+    #: also apply rules whose old spelling still works on ``target``
+    modernize: bool = False
 
     def rules(self) -> tuple[Rule, ...]:
         """The rule table, or the subset named by ``rule_ids``."""
@@ -60,35 +65,71 @@ class Job:
         wanted = set(self.rule_ids)
         return tuple(r for r in RULES if r.id in wanted)
 
+    def selection(self) -> RuleSelection:
+        """The rules this upgrade applies (and those it defers to ``--modernize``)."""
+        assert self.source is not None and self.target is not None
+        return select_rules(self.rules(), self.source, self.target, modernize=self.modernize)
+
     def make_command(self, context: CodemodContext) -> RewriteCommand:
         """A fresh command instance for one file."""
         if self.command == "upgrade":
             assert self.source is not None and self.target is not None
-            return UpgradeCommand(context, self.source, self.target, self.rules())
+            return UpgradeCommand(context, self.source, self.target, self.rules(), modernize=self.modernize,
+                                  index_checks=self.rule_ids is None)
         return MigrateCommand(context, self.source)
 
-    def prefilter(self) -> Callable[[bytes], bool]:
-        """A cheap test over raw bytes: ``False`` proves no rule can fire in the file."""
+    def prefilter(self) -> Callable[[bytes, str | None], bool]:
+        """A cheap test over raw bytes (and the file's package): ``False`` proves the
+        job has nothing to do in the file."""
         if self.command == "migrate":
             any_word = re.compile(b"|".join(re.escape(w.encode()) for w in _MIGRATE_TRIGGERS))
-            return lambda data: any_word.search(data) is not None
-        assert self.source is not None and self.target is not None
-        selection = select_rules(self.rules(), self.source, self.target)
-        if not selection.rules:
-            return lambda data: False
-        words = sorted(selection.words, key=len, reverse=True)
-        pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in words) + rb")\b")
-        # Every group of some rule must be present (e.g. module `ir` AND symbol `LoopBody`).
-        return lambda data: selection.may_fire({m.decode() for m in set(pattern.findall(data))}, data)
+            return lambda data, package: any_word.search(data) is not None
+        selection = self.selection()
+        rules_fire = _words_test(selection)
+        if self.rule_ids is not None:  # named rules only: no index checks
+            return lambda data, package: rules_fire(data)
+        # The index checks (imports, signatures, advisories) concern code that reaches
+        # torch internals: by name, or by relative import inside torch itself.
+        internals = re.compile(rb"\b(?:_inductor|_dynamo)\b")
+        words = {w for a in select_advisories(selection.source, selection.target) for _, w in a.methods}
+        words |= {e.method for e in EXTERNAL}
+        methods = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b") \
+            if words else None
+
+        def test(data: bytes, package: str | None) -> bool:
+            return rules_fire(data) or internals.search(data) is not None \
+                or (package is not None and (package == "torch" or package.startswith("torch."))) \
+                or (methods is not None and methods.search(data) is not None)
+
+        return test
+
+    def optional_hits(self) -> Callable[[bytes], list[str]]:
+        """Ids of the rules left to ``--modernize`` that may match a file's bytes."""
+        if self.command != "upgrade":
+            return lambda data: []
+        selection = self.selection()
+        tests = [(r.id, _words_test(RuleSelection(selection.source, selection.target, (r,))))
+                 for r in selection.deferred]
+        return lambda data: [rule_id for rule_id, test in tests if test(data)]
 
 
-_PREFILTERS: dict[Job, Callable[[bytes], bool]] = {}
+def _words_test(selection: RuleSelection) -> Callable[[bytes], bool]:
+    """Can any rule of ``selection`` fire in a file with these bytes?"""
+    if not selection.rules:
+        return lambda data: False
+    words = sorted(selection.words, key=len, reverse=True)
+    pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in words) + rb")\b")
+    # Every group of some rule must be present (e.g. module `ir` AND symbol `LoopBody`).
+    return lambda data: selection.may_fire({m.decode() for m in set(pattern.findall(data))}, data)
 
 
-def _prefilter(job: Job) -> Callable[[bytes], bool]:
-    """The job's pre-filter, built once per process."""
+_PREFILTERS: dict[Job, tuple[Callable[[bytes, str | None], bool], Callable[[bytes], list[str]]]] = {}
+
+
+def _prefilter(job: Job) -> tuple[Callable[[bytes, str | None], bool], Callable[[bytes], list[str]]]:
+    """The job's pre-filter and optional-rule scan, built once per process."""
     if job not in _PREFILTERS:
-        _PREFILTERS[job] = job.prefilter()
+        _PREFILTERS[job] = (job.prefilter(), job.optional_hits())
     return _PREFILTERS[job]
 
 
@@ -96,10 +137,13 @@ def _line_count(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _diff(path: str, old: cst.Module, new: cst.Module) -> str:
+def _diff(path: str, old: cst.Module, new: cst.Module, optional: Sequence[str] = (), target: str | None = None) -> str:
     # git-style a/ b/ prefixes for relative paths, so the output applies with `git apply`
+    # (which skips the header lines before `---`)
     before, after = (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
-    return "".join(
+    header = (f"# {path}: not applied, the old spelling still works on {target} (pass --modernize): "
+              f"{', '.join(optional)}\n") if optional else ""
+    return header + "".join(
         difflib.unified_diff(
             old.code.splitlines(keepends=True), new.code.splitlines(keepends=True),
             fromfile=before, tofile=after,
@@ -124,7 +168,10 @@ def process_file(path: str | Path, job: Job) -> FileResult:
     except OSError as exc:
         return FileResult(path, "error", error=f"cannot read: {exc}")
     result = FileResult(path, "unchanged", lines=_line_count(data))
-    if not _prefilter(job)(data):
+    full_module, package = module_names(Path(path))
+    prefilter, optional_hits = _prefilter(job)
+    result.optional = optional_hits(data)
+    if not prefilter(data, package):
         result.prefiltered = True
         return result
     try:
@@ -132,8 +179,8 @@ def process_file(path: str | Path, job: Job) -> FileResult:
     except Exception as exc:  # ParserSyntaxError, a bad coding cookie, grammar libcst lacks
         result.status, result.error = "error", f"does not parse: {exc}".splitlines()[0]
         return result
-    full_module, package = module_names(Path(path))
-    context = CodemodContext(filename=path, full_module_name=full_module, full_package_name=package)
+    context = CodemodContext(filename=path, full_module_name=full_module, full_package_name=package,
+                             scratch={SOURCE_KEY: data})
     command = job.make_command(context)
     try:
         new_module = command.transform_module(module)
@@ -142,6 +189,8 @@ def process_file(path: str | Path, job: Job) -> FileResult:
         result.error = f"transform failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         return result
     result.findings = sorted(command.findings, key=lambda f: f.line)
+    if not result.findings:
+        return result  # every edit is recorded: no finding, no change (and no code to generate)
     new_bytes = new_module.bytes
     if new_bytes == data:
         return result
@@ -151,7 +200,7 @@ def process_file(path: str | Path, job: Job) -> FileResult:
         return result
     result.status = "changed"
     if job.mode == "diff":
-        result.diff = _diff(path, module, new_module)
+        result.diff = _diff(path, module, new_module, result.optional, job.target)
     elif job.mode == "write":
         atomic_write(path, new_bytes)
     return result
@@ -175,6 +224,8 @@ def run(
         "rules": list(job.rule_ids) if job.rule_ids is not None else None,
     })
     start = time.perf_counter()
+    if job.command == "upgrade":
+        _warm_up(job)
     results = _iterate(files, job, jobs, progress)
     for result in results:
         report.files.append(result)
@@ -183,6 +234,26 @@ def run(
     report.seconds = time.perf_counter() - start
     report.files.sort(key=lambda r: r.path)
     return report
+
+
+_WARM_UP_SOURCE = b"from torch._inductor.virtualized import V\nclass C(V):\n    def f(self):\n        pass\n"
+
+
+def _warm_up(job: Job) -> None:
+    """Build, once and before any worker is forked (they inherit it), what every file of
+    an upgrade needs: the API index, its views of --from/--to, the changed signatures,
+    the pre-filter."""
+    load_index()
+    _prefilter(job)
+    context = CodemodContext(scratch={SOURCE_KEY: _WARM_UP_SOURCE})
+    job.make_command(context).transform_module(cst.parse_module(_WARM_UP_SOURCE))
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _iterate(files: list[str], job: Job, jobs: int, progress: bool) -> Iterable[FileResult]:
@@ -195,8 +266,10 @@ def _iterate(files: list[str], job: Job, jobs: int, progress: bool) -> Iterable[
                     bar[0].advance(bar[1])
             return
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        # largest files first, one at a time: no worker is left with a big file at the end
+        order = sorted(files, key=_size, reverse=True)
         with ctx.Pool(processes=jobs) as pool:
-            for result in pool.imap_unordered(_work, [(p, job) for p in files], chunksize=4):
+            for result in pool.imap_unordered(_work, [(p, job) for p in order], chunksize=1):
                 yield result
                 if bar is not None:
                     bar[0].advance(bar[1])

@@ -2,6 +2,8 @@
 
 Rules are keyed by the minor release that introduced the new spelling; patch
 releases never move Inductor APIs, so ``2.9.1`` and ``2.9`` select the same rules.
+The releases themselves come from the project's one release catalog
+(``compat_matrix/releases.toml``, read through :mod:`spyre_compat.catalog`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Release", "KNOWN_RELEASES", "parse_release"]
+from spyre_compat.catalog import load_catalog
+
+__all__ = ["Release", "KNOWN_RELEASES", "parse_release", "known_release"]
 
 _RELEASE_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:[+.\-]?[0-9A-Za-z.+\-]*)?\s*$")
 
@@ -39,11 +43,16 @@ def parse_release(text: str | Release) -> Release:
     return Release(int(match.group(1)), int(match.group(2)))
 
 
-#: The releases the rule table was confirmed against (latest patch of each minor).
-KNOWN_RELEASES: tuple[Release, ...] = tuple(
-    parse_release(v)
-    for v in (
-        "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1",
-        "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0",
-    )
-)
+#: The catalog's releases (latest patch of each minor, oldest first): the rule table
+#: was confirmed against them.
+KNOWN_RELEASES: tuple[Release, ...] = tuple(parse_release(r.torch) for r in load_catalog())
+
+
+def known_release(text: str | Release) -> Release:
+    """:func:`parse_release`, limited to the catalog's releases (``ValueError`` naming
+    the accepted range otherwise)."""
+    release = parse_release(text)
+    if release not in KNOWN_RELEASES:
+        raise ValueError(f"{text} is not a release the codemods know (accepted: "
+                         f"{KNOWN_RELEASES[0]} to {KNOWN_RELEASES[-1]}, e.g. 2.9 or 2.9.1)")
+    return release

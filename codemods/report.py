@@ -13,14 +13,15 @@ from .fileio import atomic_write
 
 __all__ = ["Finding", "FileResult", "RunReport", "write_json"]
 
-FindingKind = Literal["rewrite", "todo", "skipped"]
+FindingKind = Literal["rewrite", "todo", "skipped", "advisory"]
 FileStatus = Literal["unchanged", "changed", "error"]
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One event in a file: a rewrite, a TODO left for a human, or a match that
-    was deliberately skipped (inside a compat block)."""
+    """One event in a file: a rewrite, a TODO left for a human, an advisory TODO
+    (behaviour changed behind an unchanged name), or a match that was deliberately
+    skipped (inside a compat block, marked with a TODO by the upgrade)."""
 
     line: int
     rule: str
@@ -39,6 +40,8 @@ class FileResult:
     error: str | None = None
     diff: str = ""
     prefiltered: bool = False
+    #: rules left to ``--modernize`` whose words appear in the file
+    optional: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready view (bytes and the diff text are left out)."""
@@ -50,6 +53,8 @@ class FileResult:
         }
         if self.error:
             data["error"] = self.error
+        if self.optional:
+            data["optional_rules"] = self.optional
         return data
 
 
@@ -70,6 +75,11 @@ class RunReport:
     def errors(self) -> list[FileResult]:
         return [f for f in self.files if f.status == "error"]
 
+    def advisories(self) -> dict[str, int]:
+        """Advisory id -> number of use sites marked."""
+        found: Counter[str] = Counter(x.rule for f in self.files for x in f.findings if x.kind == "advisory")
+        return dict(sorted(found.items()))
+
     def summary(self) -> dict[str, Any]:
         """Counts by status, by finding kind and by rule."""
         kinds: Counter[str] = Counter()
@@ -86,6 +96,8 @@ class RunReport:
             "lines": sum(f.lines for f in self.files),
             "findings": dict(sorted(kinds.items())),
             "by_rule": dict(sorted(rules.items())),
+            "advisories": self.advisories(),
+            "optional_rules": sorted({r for f in self.files for r in f.optional}),
             "seconds": round(self.seconds, 3),
         }
 
@@ -95,7 +107,7 @@ class RunReport:
             "command": self.command,
             "options": self.options,
             "summary": self.summary(),
-            "files": [f.to_json() for f in self.files if f.findings or f.status != "unchanged"],
+            "files": [f.to_json() for f in self.files if f.findings or f.optional or f.status != "unchanged"],
         }
 
 

@@ -80,9 +80,9 @@ RULES: tuple[Rule, ...] = (
     ),
     SymbolMove(
         id="compiled-fx-graph-module", since=_r("2.6"),
-        old=f"{_I}.codecache.CompiledFxGraph", new=f"{_I}.output_code.CompiledFxGraph",
-        note="CompiledFxGraph moved to output_code",
-        confirmed="2.6.0 torch/_inductor/output_code.py:304 (absent from 2.6.0 codecache.py)",
+        old=f"{_I}.codecache.CompiledFxGraph", new=f"{_I}.output_code.CompiledFxGraph", reexported=True,
+        note="CompiledFxGraph moved to output_code (codecache still imports it through 2.15)",
+        confirmed="2.6.0 torch/_inductor/output_code.py:304 (codecache.py only imports it); API index 2.6.0-2.15.0",
     ),
     SymbolMove(
         id="debug-triton-code-module", since=_r("2.6"),
@@ -234,7 +234,7 @@ RULES: tuple[Rule, ...] = (
     ),
     ModuleMove(
         id="heuristics-template-package", since=_r("2.14"),
-        old=f"{_I}.template_heuristics", new=f"{_I}.heuristics.template",
+        old=f"{_I}.template_heuristics", new=f"{_I}.heuristics.template", reexported=True,
         note="template_heuristics moved to heuristics.template (the old package is a deprecated alias)",
         confirmed="2.14.1 torch/_inductor/template_heuristics/__init__.py (backward-compatibility shim); 2.14.1 torch/_inductor/heuristics/template/",
     ),

@@ -3,8 +3,11 @@
 The rules themselves are data in :mod:`spyre_codemods.rule_table`; this module
 only says what each kind of rule means, so the transform can batch them.
 
-A rule applies to an upgrade ``X -> Y`` when ``X < rule.since <= Y``: code
-written for ``X`` still uses the old spelling, and ``Y`` has the new one.
+A rule applies to an upgrade ``X -> Y`` across its deprecation window: code written
+for ``X`` may still use the old spelling (it works on ``X``), and ``Y`` has the new
+one. When the old spelling also still works on ``Y`` (a window that outlives ``Y``, or
+a name the old module keeps re-exporting) the change is optional: it is made only
+with ``modernize`` (``--modernize``) and otherwise listed as available.
 """
 
 from __future__ import annotations
@@ -77,8 +80,13 @@ class Rule:
         return True
 
     def applies(self, source: Release, target: Release) -> bool:
-        """True when code written for ``source`` needs this rule to run on ``target``."""
-        return source < self.since <= target
+        """True when code written for ``source`` may use the old spelling and ``target``
+        has the new one (whether or not the old one still works there)."""
+        return self.old_works_in(source) and self.since <= target
+
+    def optional_on(self, target: Release) -> bool:
+        """True when code keeping the old spelling still runs on ``target``."""
+        return self.old_works_in(target)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,11 +369,16 @@ class SubclassCheck(Rule):
 
 @dataclass(frozen=True)
 class RuleSelection:
-    """Rules chosen for one ``--from``/``--to`` run, ordered by ``since``."""
+    """Rules chosen for one ``--from``/``--to`` run, ordered by ``since``.
+
+    ``deferred``: rules that apply but are optional on ``target`` (the old spelling
+    still works there) and were left out because ``modernize`` was not asked for.
+    """
 
     source: Release
     target: Release
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    deferred: tuple[Rule, ...] = field(default_factory=tuple)
 
     @property
     def words(self) -> frozenset[str]:
@@ -378,13 +391,18 @@ class RuleSelection:
                    for r in self.rules)
 
 
-def select_rules(rules: Iterable[Rule], source: str | Release, target: str | Release) -> RuleSelection:
-    """Rules needed to move code from ``source`` to ``target``, oldest first."""
+def select_rules(
+    rules: Iterable[Rule], source: str | Release, target: str | Release, modernize: bool = False
+) -> RuleSelection:
+    """Rules that move code from ``source`` to ``target``, oldest first; optional ones
+    (old spelling still working on ``target``) only when ``modernize``."""
     src, dst = parse_release(source), parse_release(target)
     if dst < src:
         raise ValueError(f"--to {dst} is older than --from {src}; downgrades are not supported")
-    chosen = sorted((r for r in rules if r.applies(src, dst)), key=lambda r: r.since)
-    return RuleSelection(src, dst, tuple(chosen))
+    applicable = sorted((r for r in rules if r.applies(src, dst)), key=lambda r: r.since)
+    chosen = tuple(r for r in applicable if modernize or not r.optional_on(dst))
+    deferred = tuple(r for r in applicable if not modernize and r.optional_on(dst))
+    return RuleSelection(src, dst, chosen, deferred)
 
 
 def resolve_rename(rules: Sequence[Rule], qualname: str) -> str:

@@ -4,8 +4,11 @@ Names are matched by what they *resolve to* (qualified names from libcst's scope
 analysis, asked only for candidate nodes), so
 ``from torch._inductor import ir as I; I.LoopBody``, ``import torch._inductor.ir``
 and ``from .ir import LoopBody`` (inside a package) are all the same symbol.
-Anything inside a compat block (see :mod:`spyre_codemods.guards`) is reported and
-left alone.
+Anything inside a compat block (see :mod:`spyre_codemods.guards`) is reported, marked
+with a TODO and left alone. On top of the rules, the per-release API index drives
+the checks of :mod:`spyre_codemods.upgrade_index`: imports that must resolve on the
+target, signature changes, and advisories for behaviour that changed behind
+unchanged names.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ImportAssignment
 
-from .base import RewriteCommand
 from .imports import AliasTarget, imported_locals, split_import_from, statement_lines
 from .names import dotted, dotted_expr, import_from_module, module_reference
 from .releases import KNOWN_RELEASES
 from .rule_table import RULES
+from .upgrade_index import IndexChecks
 from .rules import (
     Callee,
     DropClassKeyword,
@@ -138,11 +141,12 @@ def _callee_matches(callee: Callee, qualname: str | None, method: str | None) ->
     return method is not None and method == callee.method
 
 
-class UpgradeCommand(RewriteCommand):
+class UpgradeCommand(IndexChecks):
     """Rewrite old-release Inductor spellings to the ``target`` release's."""
 
     DESCRIPTION = "Upgrade Inductor backend code from one torch release to another."
     TODO_TAG = "TODO(spyre-adapter upgrade)"
+    TODO_IN_GUARDS = True
 
     def __init__(
         self,
@@ -150,13 +154,17 @@ class UpgradeCommand(RewriteCommand):
         source: str = str(KNOWN_RELEASES[0]),
         target: str = str(KNOWN_RELEASES[-1]),
         rules: Sequence[Rule] = RULES,
+        modernize: bool = False,
+        index_checks: bool = True,
     ) -> None:
         super().__init__(context)
-        self.selection = select_rules(rules, source, target)
+        self.selection = select_rules(rules, source, target, modernize=modernize)
         self.index = _RuleIndex(self.selection.rules)
         self._name_words = self.index.renamed_symbols | self.index.class_words
         self._attribute_words = self.index.attribute_words | self.index.class_words
         self._involved: frozenset[str] = frozenset()
+        self.setup_index_checks(self.selection.source, self.selection.target,
+                                self.index.callee_methods | self.index.callee_words, enabled=index_checks)
 
     def visit_Module(self, node: cst.Module) -> bool:
         # Local names that imports may bind to something a rule is about; other
@@ -168,8 +176,17 @@ class UpgradeCommand(RewriteCommand):
         # Words a block must contain to need a change: the rules' symbol/method/keyword
         # words, and local aliases of the rules' symbols (`from ... import X as Y`).
         aliases = {local for local, quals in bound.items() if any(self.index.names_symbol(q) for q in quals)}
-        self.set_prune_words(self.index.pruning_words | aliases)
+        index_words, receiver_methods = self.index_words(bound)
+        self.set_prune_words(self.index.pruning_words | aliases | index_words, receiver_methods)
         return True
+
+    def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:
+        return self.class_words() if isinstance(node, cst.FunctionDef) else frozenset()
+
+    def may_prune(self, node: cst.CSTNode) -> bool:
+        # a class deriving from Inductor's: its methods are checked against the bases (a
+        # pruned method's body is skipped, but its definition is still checked on leave)
+        return not (isinstance(node, cst.ClassDef) and self._class_bases and self._class_bases[-1])
 
     def _involved_root(self, expr: cst.BaseExpression) -> bool:
         root = self.root_name(expr)
@@ -250,6 +267,8 @@ class UpgradeCommand(RewriteCommand):
             for stmt in original_node.body:
                 if self._would_change_import(stmt):
                     self.skipped(stmt, "imports", "import of a moved symbol", guard)
+                elif isinstance(stmt, (cst.Import, cst.ImportFrom)):
+                    self.guarded_import(stmt, guard)
             return updated_node
         kept: list[cst.BaseSmallStatement] = []
         extra: list[cst.BaseSmallStatement] = []
@@ -271,10 +290,17 @@ class UpgradeCommand(RewriteCommand):
                     kept.append(new_import)
                     continue
             kept.append(upd)
-        return statement_lines(updated_node, kept, extra) if changed else updated_node
+        # then every import, rewritten or not, must resolve on the target release
+        kept, moved, resolved = self.resolve_imports(original_node, kept)
+        extra_kept, extra_moved, extra_resolved = self.resolve_imports(original_node, extra)
+        if not (changed or resolved or extra_resolved):
+            return updated_node
+        return statement_lines(updated_node, kept, [*moved, *extra_kept, *extra_moved])
 
     # ---- uses of renamed symbols ----------------------------------------------
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        if not self.in_import:
+            self.advise_name(original_node)
         if self.in_import or original_node.value not in self._name_words or original_node.value not in self._involved:
             return updated_node
         qualname, res = self._resolve_use(original_node)
@@ -323,6 +349,7 @@ class UpgradeCommand(RewriteCommand):
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if self.in_import:
             return updated_node
+        self.advise_attribute(original_node)
         method_rule = self.index.methods.get(original_node.attr.value)
         if method_rule is not None and self.receiver_matches(original_node.value, method_rule.receiver):
             return self._rename_method(original_node, updated_node, method_rule)
@@ -418,7 +445,7 @@ class UpgradeCommand(RewriteCommand):
             updated_node = self._method_to_call(original_node, updated_node, self.index.method_calls[method])
         by_qualname = self._may_name(func, self.index.callee_words)
         if method not in self.index.callee_methods and not by_qualname:
-            return updated_node
+            return self.check_call(original_node, updated_node)
         qualname = self.imported_qualname(func) if by_qualname else None
         for kw_rule in self.index.keyword_renames:
             if _callee_matches(kw_rule.callee, qualname, method):
@@ -496,6 +523,7 @@ class UpgradeCommand(RewriteCommand):
 
     # ---- class and method definitions -----------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.enter_class(node)
         if not any(self._may_name(arg.value, self.index.class_words) for arg in (*node.bases, *node.keywords)):
             return True
         # Checked on the way in: a TODO may target a method, which is left before the class.
@@ -505,6 +533,7 @@ class UpgradeCommand(RewriteCommand):
         return True
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
+        self.exit_class()
         if self.index.class_keywords and original_node.keywords:
             updated_node = self._drop_class_keywords(original_node, updated_node)
         return updated_node
@@ -559,6 +588,8 @@ class UpgradeCommand(RewriteCommand):
                 self.todo(fn, rule.id, rule.note)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        if isinstance(self.parent(self.parent(original_node) or original_node), cst.ClassDef):
+            updated_node = self.check_override(original_node, updated_node)
         rule = self.index.method_calls.get(original_node.name.value)
         if rule is not None and self.guard(original_node) is None:
             owner = self.parent(self.parent(original_node) or original_node)

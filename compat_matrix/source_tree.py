@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,21 +33,26 @@ class Definition:
         return f"{self.module}:{self.qualname}"
 
 
-def render_signature(args: ast.arguments) -> tuple[str, ...]:
-    """Parameters as written: ``name=`` has a default, ``/`` and ``*`` mark kinds."""
+def render_signature(args: ast.arguments, default: Callable[[ast.expr], str] | None = None) -> tuple[str, ...]:
+    """Parameters as written: ``name=`` has a default (``name=<default(expr)>`` when
+    ``default`` renders it), ``/`` and ``*`` mark kinds."""
     out: list[str] = []
     positional = [*args.posonlyargs, *args.args]
     first_default = len(positional) - len(args.defaults)
+
+    def value(expr: ast.expr) -> str:
+        return "=" + (default(expr) if default is not None else "")
+
     for i, arg in enumerate(positional):
-        out.append(arg.arg + ("=" if i >= first_default else ""))
+        out.append(arg.arg + (value(args.defaults[i - first_default]) if i >= first_default else ""))
         if args.posonlyargs and i == len(args.posonlyargs) - 1:
             out.append("/")
     if args.vararg:
         out.append("*" + args.vararg.arg)
     elif args.kwonlyargs:
         out.append("*")
-    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-        out.append(arg.arg + ("=" if default is not None else ""))
+    for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+        out.append(arg.arg + (value(kw_default) if kw_default is not None else ""))
     if args.kwarg:
         out.append("**" + args.kwarg.arg)
     return tuple(out)

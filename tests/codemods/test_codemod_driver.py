@@ -16,9 +16,11 @@ import pytest
 
 from spyre_codemods import cli
 from spyre_codemods.driver import Job, process_file, run
+from spyre_codemods.report import Finding
+from spyre_codemods.rule_table import RULES
 
-OLD = b"from torch._inductor.virtualized import V\nn = V.graph.sizevars.size_hint(x)\n"
-NEW = b"from torch._inductor.virtualized import V\nn = V.graph.sizevars.optimization_hint(x)\n"
+OLD = b"from torch._inductor.virtualized import V\nV.graph.sizevars.guard_equals(x, 1)\n"
+NEW = b"from torch._inductor.virtualized import V\nV.graph.sizevars.check_equals(x, 1)\n"
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,7 +50,7 @@ def test_changed_file_keeps_bom_and_crlf(tmp_path: Path) -> None:
     path = _tree(tmp_path, {"a.py": data}) / "a.py"
     result = process_file(path, Job("upgrade", "2.4", "2.15", mode="write"))
     assert result.status == "changed"
-    assert path.read_bytes() == data.replace(b"size_hint", b"optimization_hint")
+    assert path.read_bytes() == data.replace(b"guard_equals", b"check_equals")
 
 
 def test_write_is_atomic_and_keeps_the_mode(tmp_path: Path) -> None:
@@ -69,8 +71,8 @@ def test_unparsable_file_is_reported_and_untouched(tmp_path: Path) -> None:
 
 
 def test_result_that_would_not_compile_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    class Breaks(cst.CSTTransformer):  # stands in for a faulty rule
-        findings: list = []
+    class Breaks(cst.CSTTransformer):  # stands in for a faulty rule (which records its rewrite)
+        findings = [Finding(1, "faulty-rule", "rewrite", "nonlocal at module level")]
 
         def __init__(self, context: object) -> None:
             super().__init__()
@@ -106,7 +108,7 @@ def test_check_mode_exit_codes_and_json(tmp_path: Path) -> None:
     data = json.loads(report.read_text())
     assert data["summary"]["files"] == 3 and data["summary"]["changed"] == 1
     (entry,) = data["files"]
-    assert entry["path"].endswith("old.py") and entry["findings"][0]["rule"] == "sizevars-optimization-hint"
+    assert entry["path"].endswith("old.py") and entry["findings"][0]["rule"] == "sizevars-check-equals"
     assert (root / "old.py").read_bytes() == OLD  # --check writes nothing
 
     res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--check", str(root / "current.py"))
@@ -118,7 +120,7 @@ def test_default_mode_prints_a_unified_diff_and_write_applies_it(tmp_path: Path)
     res = _cli("upgrade", "--from", "2.4", "old.py", cwd=root)
     assert res.returncode == 0
     assert res.stdout.startswith("--- a/old.py\n+++ b/old.py\n")
-    assert "-n = V.graph.sizevars.size_hint(x)\n+n = V.graph.sizevars.optimization_hint(x)\n" in res.stdout
+    assert "-V.graph.sizevars.guard_equals(x, 1)\n+V.graph.sizevars.check_equals(x, 1)\n" in res.stdout
     assert (root / "old.py").read_bytes() == OLD
     res = _cli("upgrade", "--from", "2.4", "--write", "old.py", cwd=root)
     assert res.returncode == 0 and (root / "old.py").read_bytes() == NEW
@@ -156,8 +158,9 @@ def test_cli_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["upgrade", "--from", "2.8", "--to", "2.9", "--list-rules"]) == 0
     listed = capsys.readouterr().out
     assert "register-backend-keywords" in listed and "free-symbol-uses" not in listed
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exit_info:
         cli.main(["upgrade", "--from", "two", "x.py"])
+    assert exit_info.value.code == 2
     assert cli.main(["upgrade", "--from", "2.9", "--to", "2.8", "x.py"]) == 2
     assert cli.main(["upgrade", "--from", "2.4", "--rule", "no-such-rule", "x.py"]) == 2
 
@@ -173,7 +176,9 @@ def test_register_adds_both_subcommands() -> None:
 
 def test_docs_list_every_rule() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs" / "codemods.md"
-    assert cli.rules_markdown() in docs.read_text(encoding="utf-8"), "regenerate the table in docs/codemods.md"
+    text = docs.read_text(encoding="utf-8")
+    assert cli.rules_markdown() in text, "regenerate the table in docs/codemods.md"
+    assert cli.advisories_markdown() in text, "regenerate the advisory table in docs/codemods.md"
 
 
 def test_no_torch_internals_imported_by_the_codemods() -> None:
@@ -184,7 +189,12 @@ def test_no_torch_internals_imported_by_the_codemods() -> None:
 
 
 def test_prefilter_is_sharp_but_conservative() -> None:
-    check = Job("upgrade", "2.4", "2.15").prefilter()
+    # (rules only: without --rule, any file naming torch internals is checked against the index)
+    prefilter = Job("upgrade", "2.4", "2.15", rule_ids=tuple(r.id for r in RULES)).prefilter()
+
+    def check(data: bytes) -> bool:
+        return prefilter(data, None)
+
     assert not check(b"import os\n")
     assert not check(b"hint = size_hint(sizevars)\n")  # both words, but not `sizevars.size_hint`
     assert check(b"n = V.graph.sizevars.size_hint(x)\n")
@@ -196,3 +206,55 @@ def test_prefilter_is_sharp_but_conservative() -> None:
     assert check(b"w.generate_kernel_call(name, f(a, b), device_index=0)\n")
     assert check(b"w.generate_kernel_call(name, ')', grid, 0)\n")  # brackets inside strings
     assert check(b"w.generate_kernel_call(name, args,\n")  # cannot tell: say yes
+
+
+BAD_ARGUMENTS = [
+    (["upgrade", "-j", "0", "--from", "2.6"], "argument -j/--jobs: '0'"),
+    (["upgrade", "-j", "two", "--from", "2.6"], "argument -j/--jobs: 'two'"),
+    (["migrate", "-j", "-1"], "argument -j/--jobs: '-1'"),
+    (["upgrade", "--from", "1.0"], "argument --from: '1.0' is not a torch release"),
+    (["upgrade", "--from", "2.6", "--to", "3.0"], "argument --to: '3.0' is not a torch release"),
+    (["upgrade", "--from", "two"], "argument --from: 'two'"),
+    (["migrate", "--from", "9.9"], "argument --from: '9.9'"),
+    (["upgrade", "--from", "2.9", "--to", "2.8"], "argument --to: 2.8 is older than --from 2.9"),
+    (["upgrade", "--from", "2.6", "--rule", "no-such-rule"], "argument --rule: unknown rule id(s) no-such-rule"),
+    (["upgrade", "--from", "2.6", "--modernize=yes"], "--modernize: ignored explicit argument 'yes'"),
+    (["upgrade", "--from", "2.6", "--json", "{file}/report.json"], "argument --json: cannot write a report"),
+]
+
+
+@pytest.mark.parametrize(("argv", "expected"), BAD_ARGUMENTS, ids=[" ".join(a) for a, _ in BAD_ARGUMENTS])
+def test_bad_arguments_get_one_line_exit_2_and_nothing_written(
+    tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    root = _tree(tmp_path, {"old.py": OLD, "afile": b""})
+    argv = [a.replace("{file}", str(root / "afile")) for a in argv]
+    res = _cli(*argv, str(root / "old.py"), "--write")
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and (root / "old.py").read_bytes() == OLD
+    assert sorted(p.name for p in root.iterdir()) == ["afile", "old.py"]
+
+
+def test_no_paths_is_an_argument_error() -> None:
+    res = _cli("upgrade", "--from", "2.6")
+    assert res.returncode == 2 and res.stderr.strip() == (
+        "spyre-adapter upgrade: error: argument PATHS: none given (accepted: Python files or directories)")
+
+
+def test_modernize_and_the_diff_header(tmp_path: Path) -> None:
+    code = b"from torch._inductor.ir import LoopBody\nfrom torch._inductor.virtualized import V\n" \
+           b"V.graph.sizevars.guard_equals(x, 1)\nB = LoopBody\n"
+    root = _tree(tmp_path, {"m.py": code})
+    res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "m.py", cwd=root)
+    assert res.returncode == 0
+    # the old spelling of loop-body-module still works on 2.15: only said, not done
+    assert res.stdout.startswith("# m.py: not applied, the old spelling still works on 2.15 (pass --modernize): "
+                                 "loop-body-module\n--- a/m.py\n")
+    assert "loop_body" not in res.stdout and "pass --modernize): loop-body-module" in res.stderr
+    res = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--modernize", "--write", "m.py", cwd=root)
+    assert res.returncode == 0
+    assert b"from torch._inductor.loop_body import LoopBody\n" in (root / "m.py").read_bytes()
+    listed = _cli("upgrade", "--from", "2.4", "--to", "2.15", "--list-rules").stdout
+    assert "loop-body-module" in listed and "(only with --modernize)" in listed

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from spyre_codemods.driver import Job, process_file, run
-from spyre_codemods.guards import COMPAT_EXCEPTIONS
+from spyre_codemods.guards import IMPORT_ERRORS
 from spyre_codemods.releases import parse_release
 from spyre_codemods.rule_table import RULES
 
@@ -98,16 +98,20 @@ def test_fixture_upgrades_to_2_15_style(tmp_path: Path) -> None:
 def test_fixture_compat_blocks_survive_and_second_run_is_a_no_op(tmp_path: Path) -> None:
     text = _upgraded(tmp_path, "2.15")
     original = LEGACY.read_text(encoding="utf-8")
+    # the compat blocks keep their code; what they hold for old releases is marked with a TODO
+    code_only = "".join(line for line in text.splitlines(keepends=True) if "# TODO(spyre-adapter" not in line)
     for first, last in (("try:  # only builds with the C++ wrapper have it", "CppWrapperCpu = None\n"),
                         ("if torch.__version__ >= \"2.5\":", "from torch._inductor.ir import LoopBodyBlock\n"),
                         ("if hasattr(V.graph.sizevars, \"guard_int\"):", "evaluate_static_shape(sizes[0])\n")):
         start = original.index(first)
         block = original[start:original.index(last, start) + len(last)]
-        assert block.count("\n") >= 3 and block in text
+        assert block.count("\n") >= 3 and block in code_only
+    assert text.count("left alone inside a version-guarded block") == 2
     again = process_file(tmp_path / "legacy_backend.py", Job("upgrade", "2.4", "2.15", mode="write"))
     assert again.status == "unchanged"
-    assert {f.kind for f in again.findings} == {"skipped"}  # the compat blocks are still reported
-    assert (tmp_path / "legacy_backend.py").read_text(encoding="utf-8").count("TODO(spyre-adapter upgrade)") == 1
+    # the compat blocks and the advisories are still reported, their TODOs not repeated
+    assert {f.kind for f in again.findings} == {"skipped", "advisory"}
+    assert (tmp_path / "legacy_backend.py").read_text(encoding="utf-8") == text
 
 
 def test_fixture_migrates_onto_the_stable_api(tmp_path: Path) -> None:
@@ -143,7 +147,8 @@ def test_installed_inductor_tree_needs_no_upgrade_to_its_own_release() -> None:
     """Inductor's own code needs no rule whose old spelling its release no longer
     accepts; in a deprecation window (2.11 kept ``size_hint`` next to the new
     ``optimization_hint``) it may still use the old one, and only such rules fire."""
-    report = run([INDUCTOR], Job("upgrade", "2.4", INSTALLED, mode="check"), jobs=2)
+    # the rules only (--rule for each): the index checks are measured by the benchmark
+    report = run([INDUCTOR], Job("upgrade", "2.4", INSTALLED, tuple(r.id for r in RULES), mode="check"), jobs=2)
     assert not report.errors, [(f.path, f.error) for f in report.errors]
     installed = parse_release(INSTALLED)
     required = {r.id for r in RULES if not r.old_works_in(installed)}
@@ -153,7 +158,7 @@ def test_installed_inductor_tree_needs_no_upgrade_to_its_own_release() -> None:
 
 
 def test_compat_exceptions_cover_the_import_idioms() -> None:
-    assert {"ImportError", "ModuleNotFoundError", "AttributeError"} <= COMPAT_EXCEPTIONS
+    assert {"ImportError", "ModuleNotFoundError"} <= IMPORT_ERRORS
 
 
 def test_a_deprecation_window_keeps_the_old_spelling_working_until_removal() -> None:

@@ -1,0 +1,509 @@
+"""The upgrade's checks driven by the per-release API index and the advisory table:
+imports that must resolve on the target, signature changes at call sites and at
+overriding definitions, and advisory TODOs at the use sites of changed behaviour.
+
+Mixed into :class:`~spyre_codemods.upgrade.UpgradeCommand`, whose visitor methods call
+these helpers; nothing here visits on its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator, Sequence
+
+import libcst as cst
+
+from .advisories import Advisory, select_advisories
+from .api_index import Param, ReleaseApi, Signature, is_indexed, load_index
+from .base import RewriteCommand
+from .import_resolution import ImportResolver
+from .imports import AliasTarget, split_import_from
+from .names import absolutize, dotted, import_from_module
+from .releases import Release
+from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
+from .signatures import compare, plan_call, plan_override
+
+__all__ = ["IndexChecks"]
+
+_NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+IMPORTS_RULE = "import-resolution"
+SIGNATURE_RULE = "signature-change"
+
+
+def _import_statements(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements at any depth, walking statement bodies only (expressions hold none)."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            yield stmt
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            child = getattr(stmt, field, None)
+            if isinstance(child, list):
+                yield from _import_statements([c for c in child if isinstance(c, (ast.stmt, ast.excepthandler,
+                                                                                   ast.match_case))])
+
+
+def _literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
+def _decorator_names(fn: cst.FunctionDef) -> set[str]:
+    names = set()
+    for deco in fn.decorators:
+        expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+        text = dotted(expr)
+        if text:
+            names.add(text.rpartition(".")[2])
+    return names
+
+
+def own_params(fn: cst.FunctionDef) -> list[Param]:
+    """An overriding definition's parameters, without ``self``/``cls``."""
+    p = fn.params
+
+    def default(param: cst.Param) -> str | None:
+        return None if param.default is None else cst.Module(body=[]).code_for_node(param.default)
+
+    out = [Param(x.name.value, "posonly", default(x)) for x in p.posonly_params]
+    out += [Param(x.name.value, "positional", default(x)) for x in p.params]
+    if isinstance(p.star_arg, cst.Param):
+        out.append(Param(p.star_arg.name.value, "varargs", None))
+    out += [Param(x.name.value, "kwonly", default(x)) for x in p.kwonly_params]
+    if p.star_kwarg is not None:
+        out.append(Param(p.star_kwarg.name.value, "varkw", None))
+    if "staticmethod" not in _decorator_names(fn) and out and out[0].kind in ("posonly", "positional"):
+        out = out[1:]
+    return out
+
+
+class IndexChecks(RewriteCommand):
+    """Helpers for the index-driven parts of the upgrade (see the module docstring)."""
+
+    def setup_index_checks(
+        self, source: Release, target: Release, explicit_callees: frozenset[str], enabled: bool = True
+    ) -> None:
+        """``enabled=False``: the rules only (no import, signature or advisory checks)."""
+        index = load_index()
+        self.resolver = ImportResolver(index, source, target if enabled else "0.0")
+        self.to_api: ReleaseApi | None = index.view(target) if enabled else None
+        self.from_api: ReleaseApi | None = index.nearest_view(source) if enabled else None
+        self._source, self._target = source, target
+        self._index = index
+        self.advisories = select_advisories(source, target) if enabled else ()
+        self._explicit_callees = explicit_callees
+        self._signature_cache: dict[tuple[str, str], tuple[Signature, Signature, Release] | None] = {}
+        self._indexed_locals: frozenset[str] = frozenset()
+        self._bound: dict[str, set[str]] = {}
+        self._import_lines: frozenset[int] | None = None
+        self._class_bases: list[list[str]] = []
+        self._class_nodes: list[cst.ClassDef] = []
+        self._confirmed: dict[int, list[str]] = {}
+        adv_words = [a for a in self.advisories if a.qualnames]
+        self._advisory_qual_words = frozenset(q.rpartition(".")[2] for a in adv_words for q in a.qualnames)
+        self._advisory_methods: dict[str, list[tuple[str | None, Advisory]]] = {}
+        for a in self.advisories:
+            for receiver, method in a.methods:
+                self._advisory_methods.setdefault(method, []).append((receiver, a))
+        self._external = {e.method: e for e in EXTERNAL}
+
+    @property
+    def index_active(self) -> bool:
+        return self.to_api is not None
+
+    def index_words(self, bound: dict[str, set[str]]) -> tuple[set[str], dict[str, frozenset[str]]]:
+        """Prune words for the index checks, given the file's imported locals (which
+        also give the cheap first guess at a name's origin, see :meth:`_from_torch`):
+        the names of callables whose parameters changed, and the advisories' words;
+        plus, per conventional receiver, its class's changed methods."""
+        self._bound = bound
+        self._indexed_locals = frozenset(
+            local for local, quals in bound.items() if any(q == "torch" or is_indexed(q) for q in quals))
+        words = set(self._external)
+        for a in self.advisories:
+            words |= a.words
+        if self.to_api is None or self.from_api is None:
+            return words, {}
+        # functions: those imported by name, or living in a module the file imports
+        modules = {q for quals in bound.values() for q in quals}
+        for name, homes in self._index.changed_functions(self.from_api, self.to_api).items():
+            if name in bound or homes & modules:
+                words.add(name)
+        attributes = {receiver: self._index.changed_methods(self.from_api, self.to_api, cls)
+                      for receiver, cls in RECEIVERS.items()}
+        return words, attributes
+
+    def class_words(self) -> frozenset[str]:
+        """Extra prune words inside the current class: its indexed bases' changed methods."""
+        if not self._class_bases or not self._class_bases[-1] or self.to_api is None or self.from_api is None:
+            return frozenset()
+        words: set[str] = set()
+        for base in self._class_bases[-1]:
+            words |= self._index.changed_methods(self.from_api, self.to_api, base)
+        return frozenset(words)
+
+    def _from_torch(self, expr: cst.BaseExpression, confirm: bool = True) -> str | None:
+        """Qualified name of a Name/Attribute chain that starts at a torch import.
+
+        The file's import table gives a guess without scope analysis; libcst's scope
+        analysis (costly: it resolves the whole module) confirms it only when
+        ``confirm`` and the guess matters."""
+        root = self.root_name(expr)
+        if root is None or root.value not in self._indexed_locals:
+            return None
+        quals = self._bound.get(root.value, set())
+        guess = dotted(expr) if len(quals) == 1 else None
+        if guess is not None:
+            (qual,) = quals
+            guess = qual + guess[len(root.value):]
+        if not confirm:
+            return guess
+        return self.imported_qualname(expr)
+
+    # ---- imports ------------------------------------------------------------------
+    def must_visit_lines(self) -> frozenset[int]:
+        """Lines holding an import that does not resolve on the target (found with the
+        file's ``ast``): their blocks are visited whatever words they contain."""
+        if self._import_lines is None:
+            lines: set[int] = set()
+            smap = self.source_map
+            if smap is not None and self.resolver.active:
+                for node in _import_statements(smap.tree.body):
+                    if isinstance(node, ast.ImportFrom):
+                        module = absolutize("." * node.level + (node.module or ""), self.package) \
+                            if node.level else node.module
+                        if module is not None and is_indexed(module) and any(
+                                (self.resolver.check_module(module) if a.name == "*" else
+                                 self.resolver.check(module, a.name)) is not None for a in node.names):
+                            lines.add(node.lineno)
+                    elif isinstance(node, ast.Import):
+                        if any(self.resolver.check_module(a.name) is not None for a in node.names):
+                            lines.add(node.lineno)
+            self._import_lines = frozenset(lines)
+        return self._import_lines
+
+    def resolve_imports(
+        self, original: cst.SimpleStatementLine, stmts: Sequence[cst.BaseSmallStatement]
+    ) -> tuple[list[cst.BaseSmallStatement], list[cst.BaseSmallStatement], bool]:
+        """Check every import in ``stmts`` (already rewritten by the rules) against the
+        target release: moves are applied, the rest get a TODO on ``original``."""
+        if not self.resolver.active:
+            return list(stmts), [], False
+        kept: list[cst.BaseSmallStatement] = []
+        extra: list[cst.BaseSmallStatement] = []
+        changed = False
+        for stmt in stmts:
+            if isinstance(stmt, cst.ImportFrom):
+                result = self._resolve_import_from(original, stmt)
+                if result is not None:
+                    stay, new = result
+                    changed = True
+                    kept.extend([stay] if stay is not None else [])
+                    extra.extend(new)
+                    continue
+            elif isinstance(stmt, cst.Import):
+                for alias in stmt.names:
+                    verdict = self.resolver.check_module(dotted(alias.name) or "")
+                    if verdict is not None:
+                        self.todo(original, IMPORTS_RULE, verdict.message)
+            kept.append(stmt)
+        return kept, extra, changed
+
+    def _resolve_import_from(
+        self, original: cst.SimpleStatementLine, node: cst.ImportFrom
+    ) -> tuple[cst.ImportFrom | None, list[cst.ImportFrom]] | None:
+        module = import_from_module(node, self.package)
+        if module is None or not is_indexed(module):
+            return None
+        if isinstance(node.names, cst.ImportStar):
+            verdict = self.resolver.check_module(module)
+            if verdict is not None:
+                self.todo(original, IMPORTS_RULE, verdict.message)
+            return None
+        targets: list[AliasTarget | None] = []
+        for alias in node.names:
+            name = dotted(alias.name) or ""
+            verdict = self.resolver.check(module, name)
+            if verdict is None:
+                targets.append(None)
+            elif verdict.moves:
+                assert verdict.module is not None and verdict.name is not None
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                targets.append(AliasTarget(verdict.module, verdict.name, local if local != verdict.name else None))
+                self.record(original, IMPORTS_RULE, "rewrite", verdict.message)
+            else:
+                targets.append(None)
+                self.todo(original, IMPORTS_RULE, verdict.message)
+        if not any(targets):
+            return None
+        return split_import_from(node, module, targets, self.package)
+
+    def guarded_import(self, stmt: cst.Import | cst.ImportFrom, guard: str) -> None:
+        """An import inside a compat block is left alone; if it does not resolve on the
+        target it is reported (and marked)."""
+        if not self.resolver.active or isinstance(stmt.names, cst.ImportStar):
+            return
+        if isinstance(stmt, cst.Import):
+            for alias in stmt.names:
+                verdict = self.resolver.check_module(dotted(alias.name) or "")
+                if verdict is not None:
+                    self.skipped(stmt, IMPORTS_RULE, verdict.message, guard)
+            return
+        module = import_from_module(stmt, self.package)
+        if module is None or not is_indexed(module):
+            return
+        for alias in stmt.names:
+            verdict = self.resolver.check(module, dotted(alias.name) or "")
+            if verdict is not None:
+                self.skipped(stmt, IMPORTS_RULE, verdict.message, guard)
+
+    # ---- signatures ---------------------------------------------------------------
+    def _signature_pair(
+        self, key: tuple[str, str], lookup: Callable[[ReleaseApi], Signature | None]
+    ) -> tuple[Signature, Signature, Release] | None:
+        """(signature on the source, on the target, first release that changed it) when
+        the parameters changed, else ``None``."""
+        if key in self._signature_cache:
+            return self._signature_cache[key]
+        found = None
+        ext = self._external.get(key[1]) if key[0] == "*" else None
+        if ext is not None:
+            old_text, new_text = ext.at(self._source), ext.at(self._target)
+            if old_text and new_text and old_text != new_text:
+                since = next(s for s, p in ext.history if p == new_text)
+                found = (Signature(old_text, "f"), Signature(new_text, "f"), since)
+        elif self.to_api is not None and self.from_api is not None:
+            old, new = lookup(self.from_api), lookup(self.to_api)
+            if old is not None and new is not None and old.bound_params != new.bound_params:
+                since = self._target
+                for view in self._index.views_between(self.from_api.minor, self._target):
+                    sig = lookup(view)
+                    if sig is None or sig.bound_params != old.bound_params:
+                        since = view.minor
+                        break
+                found = (old, new, since)
+        self._signature_cache[key] = found
+        return found
+
+    def _method_pair(self, cls: str, method: str) -> tuple[Signature, Signature, Release] | None:
+        def lookup(view: ReleaseApi) -> Signature | None:
+            hit = view.method(cls, method)
+            return hit[1] if hit else None
+
+        return self._signature_pair((cls, method), lookup)
+
+    def _callee_pairs(self, call: cst.Call) -> tuple[str, tuple[Signature, Signature, Release]] | None:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in self._explicit_callees:
+                return None
+            receiver = func.value
+            if method in self._external:
+                pair = self._signature_pair(("*", method), lambda v: None)
+                return (method, pair) if pair else None
+            last = receiver.attr.value if isinstance(receiver, cst.Attribute) else (
+                receiver.value if isinstance(receiver, cst.Name) else None)
+            if last in RECEIVERS:
+                pair = self._method_pair(RECEIVERS[last], method)
+                return (f"{last}.{method}", pair) if pair else None
+            is_self = isinstance(receiver, cst.Name) and receiver.value == "self"
+            is_super = isinstance(receiver, cst.Call) and dotted(receiver.func) == "super"
+            if (is_self or is_super) and self._class_bases and self._class_bases[-1]:
+                for base in self._class_bases[-1]:
+                    pair = self._method_pair(base, method)
+                    if pair:
+                        return f"{base.rpartition('.')[2]}.{method}", pair
+                return None
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return None
+        guess = self._from_torch(func, confirm=False)
+        if guess is None or not is_indexed(guess) or guess.rpartition(".")[2] in self._explicit_callees:
+            return None
+        pair = self._signature_pair(("", guess), lambda v: v.function(guess))
+        if pair is None or self._from_torch(func) != guess:
+            return None
+        return guess.rpartition(".")[2], pair
+
+    def check_call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """Apply a callee's parameter changes (from the index) to one call."""
+        if not self.index_active or any(a.star for a in original.args):
+            return updated
+        found = self._callee_pairs(original)
+        if found is None:
+            return updated
+        name, (old, new, since) = found
+        changes = compare(old, new)
+        positional = sum(1 for a in original.args if a.keyword is None)
+        keywords = [a.keyword.value for a in original.args if a.keyword is not None]
+        plan = plan_call(changes, positional, keywords)
+        if not plan.edits and not plan.problems:
+            return updated
+        guard = self.guard(original)
+        if guard is not None:
+            self.skipped(original, SIGNATURE_RULE, f"{name}() call", guard)
+            return updated
+        if plan.edits:
+            args = list(updated.args)
+            for i, keyword in plan.to_keyword.items():
+                args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=_NO_SPACE)
+            updated = updated.with_changes(args=args)
+            self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
+        if plan.problems:
+            self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "
+                                                f"now {new.render(name.rpartition('.')[2])}")
+        return updated
+
+    def indexed_bases(self, node: cst.ClassDef) -> list[str]:
+        """Qualified names of the class's bases that the index knows as classes."""
+        if self.to_api is None:
+            return []
+        found = []
+        for base in node.bases:
+            qualname = self._from_torch(base.value, confirm=False)
+            if qualname and is_indexed(qualname) and (
+                    self.to_api.is_class(qualname) or (self.from_api is not None and self.from_api.is_class(qualname))):
+                found.append(qualname)
+        return found
+
+    def check_override(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        """Compare a method of a class deriving from an indexed class with the base's
+        method on the target release: add optional parameters it lacks (literal
+        defaults only), TODO for the rest."""
+        name = original.name.value
+        bases = self._class_bases[-1] if self._class_bases else []
+        if not bases or self.to_api is None or (name.startswith("__") and name not in CHECKED_DUNDERS):
+            return updated
+        for base in bases:
+            hit = self.to_api.method(base, name)
+            old_hit = self.from_api.method(base, name) if self.from_api is not None else None
+            if hit is None:
+                if old_hit is not None and self.guard(original) is None and base in self._confirmed_bases():
+                    self.todo(original, SIGNATURE_RULE,
+                              f"{old_hit[0].rpartition('.')[2]}.{name} is gone on torch {self._target}: "
+                              f"Inductor no longer calls this override")
+                    return updated
+                continue
+            owner, target_sig = hit
+            plan = plan_override(own_params(original), target_sig, old_hit[1] if old_hit else None)
+            addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
+            problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
+                                        if p not in addable]
+            if not addable and not problems:
+                return updated
+            if self.guard(original) is not None or base not in self._confirmed_bases():
+                return updated
+            where = f"{owner.rpartition('.')[2]}.{name}"
+            if addable:
+                updated = _add_params(updated, addable)
+                self.record(original, SIGNATURE_RULE, "rewrite",
+                            f"{name}: added {', '.join(map(str, addable))} (as {where} on {self._target})")
+                problems.append(f"added {', '.join(map(str, addable))}, not used yet")
+            self.todo(original, SIGNATURE_RULE,
+                      f"override of {where} on torch {self._target}: {'; '.join(problems)}; "
+                      f"base is {target_sig.render(name)}")
+            return updated
+        return updated
+
+    # ---- advisories ---------------------------------------------------------------
+    def advise_attribute(self, node: cst.Attribute) -> None:
+        for receiver, advisory in self._advisory_methods.get(node.attr.value, ()):
+            if self.receiver_matches(node.value, receiver):
+                self._advise(node, advisory)
+        if node.attr.value in self._advisory_qual_words:
+            self._advise_qualname(node)
+
+    def advise_name(self, node: cst.Name) -> None:
+        if node.value in self._advisory_qual_words and node.value in self._indexed_locals:
+            self._advise_qualname(node)
+
+    def _advise_qualname(self, node: cst.Name | cst.Attribute) -> None:
+        guess = self._from_torch(node, confirm=False)
+        for advisory in self.advisories:
+            if guess in advisory.qualnames and self._from_torch(node) == guess:
+                self._advise(node, advisory)
+
+    def _confirmed_bases(self) -> list[str]:
+        """The current class's indexed bases, confirmed by scope analysis (memoised)."""
+        node = self._class_nodes[-1]
+        if id(node) not in self._confirmed:
+            self._confirmed[id(node)] = [
+                q for q in (self._from_torch(b.value) for b in node.bases) if q in self._class_bases[-1]]
+        return self._confirmed[id(node)]
+
+    def enter_class(self, node: cst.ClassDef) -> list[str]:
+        """Track the class being visited; its indexed bases (a guess until confirmed)."""
+        for arg in node.bases:  # not visited yet: their parents, for origin look-ups
+            self._visited_parent[id(arg)] = node
+            self._visited_parent[id(arg.value)] = arg
+        bases = self.indexed_bases(node)
+        self._class_nodes.append(node)
+        self._class_bases.append(bases)
+        if bases and self.to_api is not None:
+            methods = [s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)] \
+                if isinstance(node.body, cst.IndentedBlock) else []
+            for advisory in self.advisories:
+                overridden = [m for m in methods if m in advisory.base_methods]
+                if advisory.base is None or (advisory.base_methods and not overridden):
+                    continue
+                if any(self._inherits(b, advisory.base) for b in bases) \
+                        and any(self._inherits(b, advisory.base) for b in self._confirmed_bases()):
+                    self._advise(node, advisory, f" (overridden here: {', '.join(overridden)})" if overridden else "")
+        return bases
+
+    def exit_class(self) -> None:
+        self._class_nodes.pop()
+        self._class_bases.pop()
+
+
+    def _inherits(self, cls: str, base: str, depth: int = 0) -> bool:
+        if cls == base:
+            return True
+        assert self.to_api is not None
+        module, _, name = cls.rpartition(".")
+        info = self.to_api.class_info(module, name) if module else None
+        origin = self.to_api.origin(module, name) if module else None
+        if origin is not None and origin[1] and f"{origin[0]}.{origin[1]}" == base:
+            return True
+        return info is not None and depth < 20 and any(self._inherits(b, base, depth + 1) for b in info[0])
+
+    def _advise(self, node: cst.CSTNode, advisory: Advisory, detail: str = "") -> None:
+        if self.guard(node) is None:
+            self.todo(node, advisory.id, advisory.message + detail, kind="advisory")
+
+
+def _add_params(fn: cst.FunctionDef, params: list[Param]) -> cst.FunctionDef:
+    p = fn.params
+    positional = list(p.params)
+    kwonly = list(p.kwonly_params)
+    for param in params:
+        node = cst.Param(name=cst.Name(param.name), default=cst.parse_expression(param.default or "None"),
+                         equal=_NO_SPACE)
+        if param.kind == "kwonly":
+            kwonly.append(node)
+        else:
+            positional.append(node)
+    star = p.star_arg
+    if kwonly and not isinstance(star, (cst.Param, cst.ParamStar)):
+        star = cst.ParamStar()
+    # the last parameter must not keep a trailing comma in a one-line signature
+    new_params = p.with_changes(params=_commas(positional, bool(kwonly) or isinstance(star, cst.Param)
+                                              or p.star_kwarg is not None),
+                                kwonly_params=_commas(kwonly, p.star_kwarg is not None), star_arg=star)
+    return fn.with_changes(params=new_params)
+
+
+def _commas(params: list[cst.Param], more: bool) -> list[cst.Param]:
+    out = []
+    for i, param in enumerate(params):
+        last = i == len(params) - 1
+        if last and not more:
+            out.append(param.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        elif isinstance(param.comma, cst.MaybeSentinel):
+            out.append(param.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
+        else:
+            out.append(param)
+    return out

@@ -1,0 +1,233 @@
+"""The upgrade's checks driven by the API index and the advisory table: deprecation
+windows on a real-shaped 2.11 backend, imports that must resolve, signature changes at
+call sites and overrides, advisories, and the 2.6-era vendor fixture tree end to end."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import libcst as cst
+from libcst.codemod import CodemodContext, CodemodTest
+
+from spyre_codemods.advisories import ADVISORIES, select_advisories
+from spyre_codemods.api_index import load_index
+from spyre_codemods.driver import Job, process_file, run
+from spyre_codemods.fileio import iter_python_files
+from spyre_codemods.import_resolution import unresolved_imports
+from spyre_codemods.upgrade import UpgradeCommand
+
+FIXTURES = Path(__file__).parent / "fixtures"
+T = "# TODO(spyre-adapter upgrade): "
+
+
+def _advisory(advisory_id: str) -> str:
+    return T + next(a for a in ADVISORIES if a.id == advisory_id).message
+
+
+def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) -> None:
+    path = tmp_path / "backend.py"
+    shutil.copyfile(FIXTURES / "backend_2_11.py", path)
+    original = path.read_text()
+    assert original.count(".size_hint(") == 7
+    result = process_file(path, Job("upgrade", "2.11", "2.12", mode="write"))
+    assert result.status == "changed", result.error
+    text = path.read_text()
+    # six sites sit in sympy `hasattr` / `except (TypeError, ValueError)` blocks, which
+    # guard nothing: rewritten; the seventh is in a real torch-version guard: kept, marked
+    assert text.count(".optimization_hint(") == 6 + 1 and text.count(".size_hint(") == 1
+    assert text.count("left alone inside a version-guarded block") == 1
+    assert text.count(_advisory("optimization-hint-fallback")) == 6
+    rewrites = [f for f in result.findings if f.rule == "sizevars-optimization-hint" and f.kind == "rewrite"]
+    assert len(rewrites) == 6
+    compile(text, str(path), "exec")
+    assert process_file(path, Job("upgrade", "2.11", "2.12", mode="write")).status == "unchanged"
+
+
+def test_the_same_backend_upgraded_within_its_window_needs_modernize(tmp_path: Path) -> None:
+    path = tmp_path / "backend.py"
+    shutil.copyfile(FIXTURES / "backend_2_11.py", path)
+    assert process_file(path, Job("upgrade", "2.10", "2.11", mode="check")).status == "unchanged"
+    diff = process_file(path, Job("upgrade", "2.10", "2.11", mode="diff"))
+    assert diff.optional == ["sizevars-optimization-hint"]
+    modern = process_file(path, Job("upgrade", "2.10", "2.11", mode="diff", modernize=True))
+    assert modern.status == "changed" and "+        return V.graph.sizevars.optimization_hint(expr" in modern.diff
+
+
+class UpgradeTest(CodemodTest):
+    TRANSFORM = UpgradeCommand
+
+    def check(self, before: str, after: str, source: str, target: str, package: str | None = None) -> None:
+        context = CodemodContext(full_package_name=package, full_module_name=f"{package}.m" if package else None)
+        self.assertCodemod(before, after, source=source, target=target, context_override=context)
+        self.assertCodemod(after, after, source=source, target=target, context_override=context)
+
+
+class TestImports(UpgradeTest):
+    def test_unresolved_imports_move_to_their_home_or_get_a_todo(self) -> None:
+        self.check(
+            """
+            from torch._inductor.codecache import TritonFuture, Union
+            from torch._inductor.codegen.triton import OpsHandler, TritonKernel
+            from torch._inductor.runtime.triton_heuristics import grid as launch_grid
+            """,
+            f"""
+            {T}TritonFuture cannot be imported from torch._inductor.codecache on torch 2.15 (removed in 2.7); no candidate in the index
+            from torch._inductor.codecache import TritonFuture
+            from typing import Union
+            from torch._inductor.codegen.triton import TritonKernel
+            from torch._inductor.ops_handler import OpsHandler
+            {T}grid cannot be imported from torch._inductor.runtime.triton_heuristics on torch 2.15 (removed in 2.7); no candidate in the index
+            from torch._inductor.runtime.triton_heuristics import grid as launch_grid
+            """,
+            "2.6", "2.15",
+        )
+
+    def test_relative_imports_inside_torch_resolve_against_the_package(self) -> None:
+        self.check(
+            """
+            from ..codecache import TritonFuture
+            from .triton import OpsHandler
+            """,
+            f"""
+            {T}TritonFuture cannot be imported from torch._inductor.codecache on torch 2.10 (removed in 2.7); no candidate in the index
+            from ..codecache import TritonFuture
+            from torch._inductor.ops_handler import OpsHandler
+            """,
+            "2.6", "2.10", package="torch._inductor.codegen",
+        )
+
+    def test_imports_that_resolve_are_untouched(self) -> None:
+        code = """
+            from torch._inductor.codegen.common import CSEVariable, IndentedBuffer
+            from torch._inductor.virtualized import V, ops
+            import torch._inductor.config
+            """
+        self.check(code, code, "2.6", "2.15")
+
+    def test_missing_module_import_gets_a_todo(self) -> None:
+        self.check(
+            "import torch._inductor.fb.remote_cache\n",
+            f"{T}module torch._inductor.fb.remote_cache does not exist on torch 2.15 (not found on torch 2.6 either); "
+            "modules named remote_cache: torch._inductor.remote_cache\nimport torch._inductor.fb.remote_cache\n",
+            "2.6", "2.15",
+        )
+
+
+class TestSignatures(UpgradeTest):
+    def test_overridden_to_dtype_gains_the_parameter_inductor_passes(self) -> None:
+        self.check(
+            """
+            from torch._inductor.codegen.common import OpOverrides
+
+            class AccelOverrides(OpOverrides):
+                @staticmethod
+                def to_dtype(x, dtype, src_dtype=None):
+                    return f"convert({x})"
+            """,
+            f"""
+            from torch._inductor.codegen.common import OpOverrides
+
+            class AccelOverrides(OpOverrides):
+                {T}override of OpsHandler.to_dtype on torch 2.12: added use_compute_types=True, not used yet; base is to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True)
+                @staticmethod
+                def to_dtype(x, dtype, src_dtype=None, use_compute_types=True):
+                    return f"convert({{x}})"
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_override_that_cannot_be_fixed_mechanically_gets_the_new_signature(self) -> None:
+        self.check(
+            """
+            from torch._inductor.scheduler import BaseScheduling
+
+            class AccelScheduling(BaseScheduling):
+                def codegen_node(self):
+                    pass
+            """,
+            f"""
+            from torch._inductor.scheduler import BaseScheduling
+
+            {T}advisory loop-reindexing-fusion (2.13): {next(a for a in ADVISORIES if a.id == "loop-reindexing-fusion").note} (overridden here: codegen_node)
+            class AccelScheduling(BaseScheduling):
+                {T}override of BaseScheduling.codegen_node on torch 2.15: takes 1 positional arguments (node); base is codegen_node(self, node)
+                def codegen_node(self):
+                    pass
+            """,
+            "2.12", "2.15",
+        )
+
+    def test_call_site_positional_arguments_follow_the_new_signature(self) -> None:
+        # add_lambda_guard is C++ (outside the index): its history is in signature_table
+        self.check(
+            """
+            def install(builder, fn, parts):
+                builder.guard_manager.root.add_lambda_guard(fn, parts)
+            """,
+            f"""
+            def install(builder, fn, parts):
+                {T}add_lambda_guard() changed in 2.11: new required parameter(s) not passed: user_stack; now add_lambda_guard(self, guard_fn, verbose_code_parts, user_stack)
+                builder.guard_manager.root.add_lambda_guard(fn, parts)
+            """,
+            "2.10", "2.11",
+        )
+
+    def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
+        # the index pairs compile_only with do_link (same slot): not provably a rename
+        result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
+            cst.parse_module("from torch._inductor.cpp_builder import get_cpp_options\n"
+                             "opts = get_cpp_options('g++', compile_only=True)\n")).code
+        assert "compile_only=True" in result and "keyword compile_only= is gone; its place is now do_link" in result
+
+
+class TestAdvisories(UpgradeTest):
+    def test_each_kind_of_use_site(self) -> None:
+        self.check(
+            """
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.virtualized import V
+
+            decompositions[key] = fn
+            n = V.graph.sizevars.optimization_hint(x)
+            """,
+            f"""
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.virtualized import V
+
+            {_advisory("decomposition-table-cache")}
+            decompositions[key] = fn
+            {_advisory("optimization-hint-fallback")}
+            n = V.graph.sizevars.optimization_hint(x)
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_advisories_outside_the_window_are_not_given(self) -> None:
+        code = """
+            from torch._inductor.virtualized import V
+
+            n = V.graph.sizevars.optimization_hint(x)
+            """
+        self.check(code, code, "2.12", "2.15")
+        assert {a.id for a in select_advisories("2.6", "2.15")} == {a.id for a in ADVISORIES}
+        assert not select_advisories("2.15", "2.15")
+
+
+def test_vendor_fixture_tree_upgrades_with_every_import_resolved_or_flagged(tmp_path: Path) -> None:
+    tree = tmp_path / "vendor26"
+    shutil.copytree(FIXTURES / "vendor26", tree)
+    index = load_index()
+    before = unresolved_imports(list(iter_python_files([tree])), "2.15", index)
+    assert {(u.module.rpartition(".")[2], u.name) for u in before} == {
+        ("codecache", "TritonFuture"), ("codecache", "Union"), ("triton_heuristics", "grid"),
+        ("triton", "OpsHandler"), ("cpp_utils", "DEVICE_TO_ATEN")}
+    report = run([tree], Job("upgrade", "2.6", "2.15", mode="write"), jobs=2)
+    assert not report.errors and len(report.changed) == 6
+    after = unresolved_imports(list(iter_python_files([tree])), "2.15", index)
+    assert len(after) == 3 and all(u.marked for u in after)  # Union and OpsHandler moved
+    for path in iter_python_files([tree]):
+        compile(path.read_bytes(), str(path), "exec")
+    assert set(report.advisories()) == {a.id for a in ADVISORIES}  # the fixture meets every one
+    again = run([tree], Job("upgrade", "2.6", "2.15", mode="check"), jobs=1)
+    assert not again.changed and not again.errors
