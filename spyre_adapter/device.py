@@ -31,6 +31,13 @@ class _SpyreModule:
         return "IBM Spyre (emulated)"
 
     @staticmethod
+    def get_amp_supported_dtype() -> list[Any]:
+        """Dtypes ``torch.autocast("spyre", dtype=...)`` accepts (the card computes in both)."""
+        import torch
+
+        return [torch.float16, torch.bfloat16]
+
+    @staticmethod
     def report() -> Any:
         """The emulator's report of everything run so far."""
         from .report import REPORT
@@ -58,6 +65,7 @@ def register() -> None:
     register_device()
     if _registered:
         return
+    from spyre_shims.amp import enable_autocast
     from spyre_shims.backend import register_backend
 
     from . import attention, decompositions
@@ -66,6 +74,7 @@ def register() -> None:
     register_backend(SpyreBackend())
     decompositions.register("spyre")
     attention.register("spyre")
+    enable_autocast("spyre")
     _registered = True
 
 
