@@ -35,15 +35,17 @@ def run_command(args: argparse.Namespace) -> int:
 
     import spyre_adapter  # noqa: F401 - registers the device when autoload is off
 
-    from .output import document, print_table
+    from .output import document, print_peaks, print_table
     from .runner import run_files
 
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)  # graph-break chatter
     warnings.filterwarnings("ignore", module=r"torch\.")
+    peaks: dict[str, int] = {}
     records = run_files(args.files, max_numel=args.max_numel, reset_every=args.reset_every,
-                        progress=not args.no_progress and sys.stderr.isatty(), cases=args.case)
+                        progress=not args.no_progress and sys.stderr.isatty(), cases=args.case, peak_rss=peaks)
     print_table(records)
-    doc = document(records)
+    print_peaks(peaks)
+    doc = document(records, peaks)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")

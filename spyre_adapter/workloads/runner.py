@@ -6,6 +6,13 @@ function (a Llama file repeats its projections); each signature gets its own
 code object, so Dynamo's per-function recompile limit is never reached (past
 it Dynamo would silently run eagerly). Compiled state is dropped every
 ``reset_every`` cases to bound memory.
+
+Memory: cases run one at a time and their tensors are freed before the next;
+device inputs alias the freshly made host tensors (no second copy), results are
+compared through host views of the device memory, large results in chunks. A
+case whose estimated working set exceeds the memory available is reported
+(``skipped``, with the figures) instead of run, and the run continues. The
+peak RSS of each file is measured (``peak_rss`` in :func:`run_files`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from spyre_shims.runtime import reset_compiled
 
+from ..memory import available_bytes, peak_rss_bytes, reset_peak_rss
 from . import differential as diff
 from .builders import BuiltCase, CaseError, build
 from .spec import CaseSpec, WorkloadFile, load
@@ -75,10 +83,19 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
     if max_numel is not None and case.max_numel > max_numel:
         return {**rec, "status": diff.SKIPPED,
                 "detail": f"an input has {case.max_numel} elements > --max-numel {max_numel} (not run, not a pass)"}
+    need, have = working_set(case), available_bytes()
+    if need > have:
+        return {**rec, "status": diff.SKIPPED,
+                "detail": f"does not fit: needs ~{need / 2**30:.1f} GiB ({case.input_bytes / 2**30:.1f} GiB of inputs), "
+                          f"{have / 2**30:.1f} GiB available (not run, not a pass)"}
     try:
         out = diff.check(case.fn, case.make_args, atol=wf.defaults.atol, rtol=wf.defaults.rtol,
                          compiled=cache.get(case))
+    except MemoryError as exc:
+        return {**rec, "status": diff.SKIPPED, "detail": f"does not fit: allocation failed ({exc})"[:400]}
     except Exception as exc:  # noqa: BLE001 - the eager CPU run rejected the case: it is malformed
+        if "can't allocate memory" in str(exc):  # torch's CPU allocator
+            return {**rec, "status": diff.SKIPPED, "detail": f"does not fit: {exc}"[:400]}
         return {**rec, "status": diff.ERROR, "detail": f"case {spec.name!r} fails on CPU eager: "
                                                        f"{type(exc).__name__}: {exc}"[:400]}
     finally:
@@ -86,6 +103,19 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
     rec.update(out.to_dict())
     rec["seconds"] = round(time.perf_counter() - t0, 3)
     return rec
+
+
+#: Working set of a case as a multiple of its inputs: the CPU inputs while the
+#: reference runs, the reference result, the device inputs and the device
+#: result (each at most input-sized for the ops of real models), plus room for
+#: the compiler and the emulator's chunked evaluation.
+WORKING_SET_FACTOR = 3
+WORKING_SET_EXTRA = 512 * 2**20
+
+
+def working_set(case: BuiltCase) -> int:
+    """Estimated peak bytes of running ``case``."""
+    return WORKING_SET_FACTOR * case.input_bytes + WORKING_SET_EXTRA
 
 
 @contextmanager
@@ -101,9 +131,11 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[str], None]]:
 
 
 def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, reset_every: int = 40,
-              progress: bool = True, cases: Sequence[str] = ()) -> list[dict[str, Any]]:
+              progress: bool = True, cases: Sequence[str] = (),
+              peak_rss: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Records of every case of every file, in file order. ``cases`` filters by name.
-    A file that cannot be loaded at all yields one ``error`` record."""
+    A file that cannot be loaded at all yields one ``error`` record. ``peak_rss``,
+    if given, receives each file's peak resident set size in bytes."""
     files: list[WorkloadFile] = []
     records: list[dict[str, Any]] = []
     for p in paths:
@@ -114,9 +146,21 @@ def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, rese
                             "detail": f"cannot load {p}: {exc}"})
     todo = [(wf, c) for wf in files for c in wf.cases if not cases or c.name in cases]
     cache = CompiledCache(reset_every)
+    current: Path | None = None
     with _progress(len(todo), progress) as advance:
         for wf, spec in todo:
+            if wf.path != current:
+                _close_file(current, peak_rss)
+                current = wf.path
+                reset_peak_rss()
             records.append(run_case(spec, wf, cache, max_numel))
             advance(spec.name)
+    _close_file(current, peak_rss)
     cache.clear()
     return records
+
+
+def _close_file(path: Path | None, peak_rss: dict[str, int] | None) -> None:
+    if path is not None and peak_rss is not None:
+        gc.collect()
+        peak_rss[path.name] = peak_rss_bytes()
