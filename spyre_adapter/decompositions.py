@@ -64,6 +64,8 @@ def _cpu_conventions(op: Any) -> Any:
 #: Largest k decomposed into repeated max reductions (MoE routers pick 1-8
 #: experts); larger k keeps topk whole (a host fallback).
 TOPK_MAX_K = 8
+#: Ops decomposed so MoE routing runs on the device.
+ROUTING_OPS = (_aten.topk.default,)
 
 
 def _topk(default: Any, x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
@@ -95,4 +97,5 @@ def register(device: str = "spyre") -> None:
     """Install the Spyre decompositions for ``device``."""
     for op in NORM_OPS:
         register_decomposition(op, device, _cpu_conventions(op))
-    register_decomposition(_aten.topk.default, device, _topk)
+    for op in ROUTING_OPS:
+        register_decomposition(op, device, _topk)

@@ -63,10 +63,10 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.decompositions import NORM_OPS
+    from spyre_adapter.decompositions import NORM_OPS, ROUTING_OPS
 
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in NORM_OPS} | {"kernel-rewrites"}
+    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS)} | {"kernel-rewrites"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
     assert active == expected
