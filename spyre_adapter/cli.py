@@ -19,10 +19,12 @@ from collections.abc import Sequence
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="compile and run a model on the emulated Spyre device")
+    from .hf_models import FAMILIES
     from .models import MODELS
 
-    p.add_argument("--model", default="llama-block", choices=sorted(MODELS))
-    p.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
+    p.add_argument("--model", default="llama-block", choices=sorted(MODELS) + [f"hf:{f}" for f in FAMILIES],
+                   help="a built-in model, or hf:<family> (a transformers causal LM, greedy decode)")
+    p.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], help="default fp16 (hf: models fp32)")
     p.add_argument("--hidden", type=int, help="hidden size (default 512)")
     p.add_argument("--heads", type=int)
     p.add_argument("--kv-heads", type=int)
@@ -35,19 +37,75 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", help="write the run report as JSON to this path")
     p.add_argument("--top", type=int, default=12, help="kernels shown in the table")
     p.add_argument("--atol", type=float, help="max abs error allowed (default by dtype)")
+    hf = p.add_argument_group("transformers models (--model hf:<family> or --hf-config)")
+    hf.add_argument("--hf-config", help="a local config.json (any transformers causal LM); sizes override it")
+    hf.add_argument("--vocab", type=int, help="vocabulary size")
+    hf.add_argument("--experts", type=int, help="experts per MoE layer")
+    hf.add_argument("--shapes", choices=["static", "dynamic"], default="dynamic",
+                    help="static: transformers' static KV cache, torch.compile's default specialisation; "
+                         "dynamic (default): dynamic=True and the dynamic KV cache")
+    hf.add_argument("--cache", choices=["static", "dynamic"], help="KV cache (default: follows --shapes)")
+    hf.add_argument("--prompt", type=int, default=8, help="prompt tokens (default 8)")
+    hf.add_argument("--new-tokens", type=int, default=8, help="tokens to generate (default 8)")
+    hf.add_argument("--autocast", choices=["fp16", "bf16"], help='run under torch.autocast("spyre", dtype)')
     p.set_defaults(func=_run_cmd)
 
 
 def _run_cmd(args: argparse.Namespace) -> int:
+    if args.model.startswith("hf:") or args.hf_config:
+        return _run_hf(args)
     from .run import RunOptions, main_run
 
     opts = RunOptions(
-        model=args.model, dtype=args.dtype, machine=args.machine, trace=args.trace, json_path=args.json,
+        model=args.model, dtype=args.dtype or "fp16", machine=args.machine, trace=args.trace, json_path=args.json,
         top=args.top, atol=args.atol,
         sizes={k: getattr(args, k) for k in ("hidden", "heads", "kv_heads", "intermediate", "seq", "batch", "layers")
                if getattr(args, k) is not None},
     )
     return main_run(opts)
+
+
+def _hf_argument_error(args: argparse.Namespace) -> str | None:
+    """The first invalid transformers-run argument, as one line (None: all valid)."""
+    import json
+    from pathlib import Path
+
+    if args.hf_config and args.model.startswith("hf:"):
+        return "give --model hf:<family> or --hf-config PATH, not both"
+    for name in ("prompt", "new_tokens", "hidden", "heads", "kv_heads", "intermediate", "layers", "vocab",
+                 "experts", "batch"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            return f"--{name.replace('_', '-')}: expected a positive integer, got {value}"
+    if args.hf_config:
+        path = Path(args.hf_config)
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            return f"--hf-config: expected a readable config.json, got {path} ({type(exc).__name__})"
+        if not isinstance(raw, dict) or "model_type" not in raw:
+            return f"--hf-config: {path} has no model_type (not a transformers config)"
+    return None
+
+
+def _run_hf(args: argparse.Namespace) -> int:
+    from .backend import set_machine
+    from .hf_models import HFOptions
+    from .hf_report import main_hf
+    from .machine import Machine
+
+    problem = _hf_argument_error(args)
+    if problem is not None:
+        print(f"spyre-adapter run: error: {problem}", file=sys.stderr)
+        return 2
+    set_machine(Machine.from_spec(args.machine))
+    sizes = {k: getattr(args, k) for k in ("hidden", "heads", "kv_heads", "intermediate", "layers", "vocab", "experts")
+             if getattr(args, k) is not None}
+    opts = HFOptions(family=None if args.hf_config else args.model.removeprefix("hf:"), config_path=args.hf_config,
+                     dtype=args.dtype or "fp32", autocast=args.autocast, shapes=args.shapes, cache=args.cache,
+                     prompt=args.prompt, new_tokens=args.new_tokens, batch=args.batch or 1, sizes=sizes,
+                     atol=args.atol)
+    return main_hf(opts, args.json)
 
 
 def _add_probe(sub: argparse._SubParsersAction) -> None:
