@@ -23,7 +23,8 @@ class CompileCounts:
     ``compiles``: frame compilations; ``recompiles``: those of a frame that was
     compiled before (a guard failed); ``graph_breaks``: splits of a frame into
     several graphs, with ``break_reasons`` by message; ``graphs``: FX graphs
-    handed to the backend.
+    handed to the backend; ``seconds``: wall time spent compiling (Dynamo,
+    AOTAutograd and the backend compiler; ``None`` if this torch cannot tell).
     """
 
     compiles: int = 0
@@ -31,6 +32,7 @@ class CompileCounts:
     graph_breaks: int = 0
     graphs: int = 0
     break_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    seconds: float | None = None
 
 
 @contextmanager
@@ -40,11 +42,14 @@ def count_compiles() -> Iterator[CompileCounts]:
 
     counts = CompileCounts()
     before = dynamo_counts.snapshot()
+    timer = dynamo_counts.CompileTimer()
     try:
-        yield counts
+        with timer:
+            yield counts
     finally:
         for key, value in dynamo_counts.delta(before, dynamo_counts.snapshot()).items():
             setattr(counts, key, value)
+        counts.seconds = timer.seconds
 
 
 def mark_dynamic(t: torch.Tensor, dims: int | Sequence[int]) -> None:

@@ -386,7 +386,7 @@ def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
 
 def _counts(c: CompileCounts) -> dict[str, Any]:
     return {"compiles": c.compiles, "recompiles": c.recompiles, "graph_breaks": c.graph_breaks, "graphs": c.graphs,
-            "break_reasons": c.break_reasons}
+            "break_reasons": c.break_reasons, "seconds": c.seconds}
 
 
 def _config_summary(config: Any) -> dict[str, Any]:

@@ -28,6 +28,10 @@ def test_mark_dynamic_compiles_once() -> None:
         for n in (4, 8, 12):
             f(torch.randn(n, 6).to("spyre") if n != 4 else x)
     assert (c.compiles, c.recompiles, c.graphs) == (1, 0, 1)
+    assert c.seconds is not None and c.seconds > 0
+    with count_compiles() as again:
+        f(torch.randn(16, 6).to("spyre"))
+    assert again.compiles == 0 and again.seconds == 0.0
 
 
 def test_graph_breaks_are_counted_with_their_reason() -> None:

@@ -10,6 +10,7 @@ table, so readings are differences of snapshots that tolerate a reset.
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 
@@ -50,6 +51,40 @@ def delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"compiles": compiles, "recompiles": recompiles,
             "graph_breaks": max(0, after["graph_breaks"] - before["graph_breaks"]),
             "graphs": max(0, after["graphs"] - before["graphs"]), "break_reasons": reasons}
+
+
+class CompileTimer:
+    """Wall time Dynamo spends compiling (tracing, AOTAutograd, the backend
+    compiler), from its compile start/end callbacks; ``None`` where the release
+    has no callback handler."""
+
+    def __init__(self) -> None:
+        self.seconds: float | None = None
+        self._handler: Any = None
+        self._t0 = 0.0
+        try:
+            self._handler = importlib.import_module("torch._dynamo.callback").callback_handler
+        except (ImportError, AttributeError):
+            return
+        self.seconds = 0.0
+
+    def _start(self, *args: Any) -> None:
+        self._t0 = time.perf_counter()
+
+    def _end(self, *args: Any) -> None:
+        if self.seconds is not None:
+            self.seconds += time.perf_counter() - self._t0
+
+    def __enter__(self) -> "CompileTimer":
+        if self._handler is not None:
+            self._handler.register_start_callback(self._start)
+            self._handler.register_end_callback(self._end)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handler is not None:
+            self._handler.remove_start_callback(self._start)
+            self._handler.remove_end_callback(self._end)
 
 
 def mark_dynamic(t: Any, dims: Any) -> None:
