@@ -51,8 +51,9 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
                       f"{p['steady_wall_s_per_token']:.3f}", f"{e['wall_s_per_token'] * 1e3:.2f}")
     console.print(table)
     lx = result["device"]["lx_residency"]
-    console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept ({lx['bytes_kept'] / 1024:.0f} KiB); "
-                  "graphs with symbolic sizes are not planned for residency yet")
+    console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept ({lx['bytes_kept'] / 1024:.0f} KiB)"
+                  + ("; graphs with symbolic sizes are not planned for residency yet"
+                     if result["shapes"] == "dynamic" else ""))
     if result.get("note"):
         console.print(f"note: {result['note']}")
 

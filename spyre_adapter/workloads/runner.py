@@ -71,7 +71,15 @@ def _fresh_function(op: Callable[..., Any], n: int) -> Callable[..., Any]:
 
 
 def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: int | None) -> dict[str, Any]:
-    """The record of one case (never raises for a bad case)."""
+    """The record of one case (never raises for a bad case), with the peak RSS
+    while it ran (``peak_rss_bytes``)."""
+    reset_peak_rss()
+    rec = _run_case(spec, wf, cache, max_numel)
+    rec["peak_rss_bytes"] = peak_rss_bytes()
+    return rec
+
+
+def _run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: int | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"file": wf.path.name, "name": spec.name, "op": spec.op}
     try:
@@ -80,6 +88,7 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
         return {**rec, "status": diff.ERROR, "detail": f"cannot build case {spec.name!r}: {exc}"}
     if case.notes:
         rec["notes"] = list(case.notes)
+    rec["input_bytes"] = case.input_bytes
     if max_numel is not None and case.max_numel > max_numel:
         return {**rec, "status": diff.SKIPPED,
                 "detail": f"an input has {case.max_numel} elements > --max-numel {max_numel} (not run, not a pass)"}
@@ -146,21 +155,12 @@ def run_files(paths: Sequence[str | Path], *, max_numel: int | None = None, rese
                             "detail": f"cannot load {p}: {exc}"})
     todo = [(wf, c) for wf in files for c in wf.cases if not cases or c.name in cases]
     cache = CompiledCache(reset_every)
-    current: Path | None = None
     with _progress(len(todo), progress) as advance:
         for wf, spec in todo:
-            if wf.path != current:
-                _close_file(current, peak_rss)
-                current = wf.path
-                reset_peak_rss()
-            records.append(run_case(spec, wf, cache, max_numel))
+            rec = run_case(spec, wf, cache, max_numel)
+            records.append(rec)
+            if peak_rss is not None:
+                peak_rss[wf.path.name] = max(peak_rss.get(wf.path.name, 0), rec["peak_rss_bytes"])
             advance(spec.name)
-    _close_file(current, peak_rss)
     cache.clear()
     return records
-
-
-def _close_file(path: Path | None, peak_rss: dict[str, int] | None) -> None:
-    if path is not None and peak_rss is not None:
-        gc.collect()
-        peak_rss[path.name] = peak_rss_bytes()
