@@ -177,20 +177,29 @@ def build_model(config: Any, dtype: torch.dtype = torch.float32, seed: int = 0, 
 
 
 def weight_bytes(model: torch.nn.Module) -> dict[str, int]:
-    """``total``: every distinct weight; ``per_token``: those a decode step reads
-    (an untied input embedding contributes one row, not the table)."""
+    """``total``: every distinct weight; ``per_token``: those one decode token
+    must read - an untied input embedding contributes one row, not the table,
+    and a mixture of experts only its routed share (``k`` of ``E`` experts)."""
     seen: set[int] = set()
-    total = 0
-    for p in model.parameters():
-        if p.untyped_storage().data_ptr() in seen and p.device.type != "meta":
+    total = experts = 0
+    for name, p in model.named_parameters():
+        ptr = p.untyped_storage().data_ptr()
+        if ptr in seen and p.device.type != "meta":
             continue
-        seen.add(p.untyped_storage().data_ptr())
+        seen.add(ptr)
         total += p.numel() * p.element_size()
+        if ".experts." in f".{name}.":
+            experts += p.numel() * p.element_size()
     emb = model.get_input_embeddings().weight
     out = model.get_output_embeddings()
     tied = out is not None and out.weight is emb
     per_token = total if tied else total - emb.numel() * emb.element_size() + emb.shape[1] * emb.element_size()
-    return {"total": total, "per_token": per_token}
+    cfg = model.config
+    routed = getattr(cfg, "num_experts_per_tok", None)
+    n_experts = getattr(cfg, "num_local_experts", None) or getattr(cfg, "num_experts", None)
+    if experts and routed and n_experts:
+        per_token -= experts - experts * min(routed, n_experts) // n_experts
+    return {"total": total, "per_token": per_token, "experts": experts}
 
 
 def estimate_bytes(config: Any, dtype: torch.dtype, family: str | None = None) -> int:
