@@ -292,14 +292,16 @@ def _phase(steps: list[Step], weights_per_token: int, machine: Any, device: bool
     st_tokens = sum(s.tokens for s in steady)
     modeled = sum(s.modeled_ns for s in steady) / max(st_tokens, 1)
     dram = sum(s.dram_bytes for s in steady) / max(st_tokens, 1)
-    roof_ns = weights_per_token / machine.dram_nominal_gbps
-    roof_sustained_ns = weights_per_token / machine.dram_read_gbps
+    # Every step streams the weights once, whatever number of tokens it carries.
+    per_token = len(steady) / max(st_tokens, 1)
+    roof_ns = weights_per_token / machine.dram_nominal_gbps * per_token
+    roof_sustained_ns = weights_per_token / machine.dram_read_gbps * per_token
     out.update({
         "launches_per_step": sum(s.launches for s in steady) / len(steady),
         "kernels_per_step": max(s.kernels for s in steady),
         "modeled_us_per_token": modeled / 1e3,
         "dram_bytes_per_token": dram,
-        "dram_over_weights": dram / weights_per_token if weights_per_token else 0.0,
+        "dram_over_weights": dram / (weights_per_token * per_token) if weights_per_token else 0.0,
         "roofline_us_per_token": roof_ns / 1e3,
         "roofline_sustained_us_per_token": roof_sustained_ns / 1e3,
         "modeled_over_roofline": modeled / roof_ns if roof_ns else 0.0,

@@ -37,9 +37,10 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"  [yellow]{msg}[/yellow]")
     console.print(f"weights: {result['weight_bytes'] / 2**20:.2f} MiB, read per decode token "
                   f"{result['weight_bytes_read_per_token'] / 2**20:.2f} MiB")
-    table = Table(title="prefill and decode on the emulated Spyre (steady steps: after compiling)")
-    for col in ("phase", "steps", "kernels/step", "modeled us/token", "DRAM KiB/token", "DRAM/weights",
-                "roofline us/token", "modeled/roofline", "emulator s/token", "eager ms/token"):
+    table = Table(title="prefill and decode on the emulated Spyre: modeled device time per token (steps after "
+                        "compiling), roofline = weights read per step / DRAM bandwidth")
+    for col in ("phase", "steps", "kernels", "us/token", "DRAM KiB/token", "DRAM/weights", "roofline us/token",
+                "x roofline", "emulator s/token", "eager ms/token"):
         table.add_column(col, justify="left" if col == "phase" else "right")
     for phase in ("prefill", "decode"):
         p, e = result[phase], result["eager"][phase]
@@ -52,7 +53,7 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
     console.print(table)
     lx = result["device"]["lx_residency"]
     console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept ({lx['bytes_kept'] / 1024:.0f} KiB)"
-                  + ("; graphs with symbolic sizes are not planned for residency yet"
+                  + ("; kernels with symbolic sizes are not planned for residency yet"
                      if result["shapes"] == "dynamic" else ""))
     if result.get("note"):
         console.print(f"note: {result['note']}")
