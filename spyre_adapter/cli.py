@@ -72,6 +72,10 @@ def _hf_argument_error(args: argparse.Namespace) -> str | None:
 
     if args.hf_config and args.model.startswith("hf:"):
         return "give --model hf:<family> or --hf-config PATH, not both"
+    if args.trace:
+        return "--trace: not available for transformers models (use a built-in --model)"
+    if args.seq is not None:
+        return "--seq: transformers models take --prompt and --new-tokens"
     for name in ("prompt", "new_tokens", "hidden", "heads", "kv_heads", "intermediate", "layers", "vocab",
                  "experts", "batch"):
         value = getattr(args, name, None)

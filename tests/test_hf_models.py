@@ -92,6 +92,7 @@ def test_run_command_with_a_local_config_json(tmp_path: Path, capsys: pytest.Cap
     (["--model", "hf:llama", "--new-tokens", "0"], "--new-tokens: expected a positive integer"),
     (["--model", "hf:llama", "--hf-config", "x.json"], "not both"),
     (["--hf-config", "/nonexistent/config.json"], "--hf-config: expected a readable config.json"),
+    (["--model", "hf:qwen2", "--seq", "4"], "--seq: transformers models take --prompt"),
 ])
 def test_run_rejects_bad_transformers_arguments(argv: list[str], needle: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
