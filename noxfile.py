@@ -70,7 +70,7 @@ def tests(session: nox.Session) -> None:
     pip (not uv) installs here: it reads this machine's local wheel directory and
     index, so the session works offline with the local CPU build.
     """
-    _install_project(session, f"torch=={CATALOG.development}", extras="test,plot")
+    _install_project(session, f"torch=={CATALOG.development}", extras="test,plot,hf")
     session.run("python", "-m", "pytest", *(session.posargs or ["-q"]))
 
 

@@ -32,12 +32,19 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
     """Decompose ``op`` with ``fn(default, *args, **kwargs)`` when its tensors are
     on ``device``; ``default`` is the decomposition that applied before.
 
-    ``op`` is an aten OpOverload that already has an Inductor decomposition
-    (otherwise :class:`~spyre_shims.errors.PatchTargetError`).
+    ``op`` is an aten OpOverload. When Inductor has no decomposition for it,
+    ``default`` returns ``NotImplemented`` (the op stays whole and is lowered or
+    falls back as before); ``fn`` may return ``NotImplemented`` too, to keep
+    the op whole for arguments it does not handle.
     """
     from ._torch.patches import REGISTRY, Patch
 
-    def make(original: Callable[..., Any], fired: Callable[[], None]) -> Callable[..., Any]:
+    def keep_whole(*args: Any, **kwargs: Any) -> Any:
+        return NotImplemented
+
+    def make(existing: Callable[..., Any] | None, fired: Callable[[], None]) -> Callable[..., Any]:
+        original = existing if existing is not None else keep_whole
+
         def decomposition(*args: Any, **kwargs: Any) -> Any:
             if _device_type(args, kwargs) == device:
                 fired()
@@ -48,7 +55,7 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
 
     name = f"decomposition:{device}:{op}"
     REGISTRY.register(Patch(name, "torch._inductor.decomposition:decompositions", make,
-                            f"{device} decomposes {op} its own way", key=op))
+                            f"{device} decomposes {op} its own way", key=op, new_key=True))
     REGISTRY.apply(name)
     from ._torch.inductor import refresh_decompositions
 

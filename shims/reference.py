@@ -652,6 +652,41 @@ def run_kernel(kernel: Any, buffers: MutableMapping[str, torch.Tensor],
             if spec.role == "internal" and spec.name not in bufs:
                 bufs[spec.name] = torch.empty(concrete(spec.storage_numel, sizes), dtype=torch_dtype(spec.dtype))
         for lk in kernel.kernels:
-            run_loop_kernel(lk, bufs, None, sizes, reduction_splits)
+            for box in _chunk_boxes(full_box(lk, sizes), _numel(concrete(r, sizes) for r in lk.reduction_ranges)):
+                run_loop_kernel(lk, bufs, box, sizes, reduction_splits)
     else:
         run_extern(kernel, buffers, sizes)
+
+
+#: Points of the iteration space evaluated at once: every value of a kernel body
+#: is a tensor of this many elements (bounds memory on GB-sized buffers).
+_CHUNK_POINTS = 1 << 22
+
+
+def _numel(extents: Any) -> int:
+    n = 1
+    for e in extents:
+        n *= e
+    return n
+
+
+def _chunk_boxes(box: Box, reduction_numel: int = 1, limit: int | None = None) -> list[Box]:
+    """``box`` split along its outer dimensions into boxes of at most ``limit``
+    (default ``_CHUNK_POINTS``) points times the reduction extent, which is
+    never split. Points are independent except through their own reduction, so
+    running the pieces in order computes what the whole box computes."""
+    limit = _CHUNK_POINTS if limit is None else limit
+    extents = [hi - lo for lo, hi in box]
+    if _numel(extents) * reduction_numel <= limit or not box:
+        return [box]
+    d = next((k for k, e in enumerate(extents) if e > 1), None)
+    if d is None:
+        return [box]
+    inner = _numel(extents[d + 1:]) * reduction_numel
+    step = max(1, limit // max(inner, 1))
+    lo, hi = box[d]
+    out: list[Box] = []
+    for start in range(lo, hi, step):
+        piece = (*box[:d], (start, min(start + step, hi)), *box[d + 1:])
+        out += _chunk_boxes(piece, reduction_numel, limit) if step == 1 and inner > limit else [piece]
+    return out

@@ -26,6 +26,7 @@ from .machine import Machine
 from .model.program import Program
 from .machine_spec import DoesNotFitError
 from .model.rules import EmulatorError
+from .scalars import scalar_instrs
 from .scheduler.loops import plan_group
 from .scheduler.lx_alloc import LxFull
 from .scheduler.matmul import plan_matmul
@@ -107,11 +108,15 @@ def _check_supported(kernel: kir.Kernel) -> None:
             if bad:
                 raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"the PE arrays do not multiply {bad[0]}")
         return
+    buffers = {b.name: b for b in kernel.buffers}
     for lk in kernel.kernels:
-        for ins in lk.body:
+        # float64 launch parameters (Dynamo's unspecialized floats) are evaluated by
+        # the host at launch and enter the card converted (see scalars.py).
+        host_scalars = scalar_instrs(lk, buffers)
+        for k, ins in enumerate(lk.body):
             if ins.op in UNSUPPORTED_OPS:
                 raise UnsupportedKernelError(f"op {ins.op}", lk.name, "no Spyre vector/SFU implementation")
-            if ins.dtype in UNSUPPORTED_DTYPES:
+            if ins.dtype in UNSUPPORTED_DTYPES and not (ins.dtype == "float64" and k in host_scalars):
                 raise UnsupportedKernelError(f"dtype {ins.dtype}", lk.name, f"{ins.op} computes in {ins.dtype}")
 
 

@@ -6,6 +6,9 @@ but the CPU: float32 statistics, and statistics even when not training. Eager
 ops on "spyre" run on the host and follow the CPU's: statistics in the input's
 dtype, and empty ones in inference. Compiled and eager results must agree on
 one device, so on "spyre" the decompositions follow the CPU's conventions.
+
+Small-k ``topk`` (MoE routing) has no Inductor lowering at all; on "spyre" it
+decomposes into max reductions so routing runs on the device.
 """
 
 from __future__ import annotations
@@ -58,7 +61,41 @@ def _cpu_conventions(op: Any) -> Any:
     return decompose
 
 
+#: Largest k decomposed into repeated max reductions (MoE routers pick 1-8
+#: experts); larger k keeps topk whole (a host fallback).
+TOPK_MAX_K = 8
+#: Ops decomposed so MoE routing runs on the device.
+ROUTING_OPS = (_aten.topk.default,)
+
+
+def _topk(default: Any, x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+    """topk as k rounds of (arg)max over the entries not taken yet: reductions
+    and pointwise ops the card runs (Mixture-of-experts routing). NaN counts as
+    the largest value, as in torch; equal values are taken in index order
+    (torch's CPU kernel leaves the order of ties unspecified).
+    The smallest-k form stays whole (a host fallback): no router uses it."""
+    if k > TOPK_MAX_K or not largest or not x.dtype.is_floating_point or x.dim() == 0:
+        return default(x, k, dim, largest, sorted)
+    dim = dim % x.dim()
+    key = x
+    positions = torch.arange(x.shape[dim], device=x.device).view([-1 if d == dim else 1 for d in range(x.dim())])
+    taken = torch.zeros_like(x, dtype=torch.bool)
+    picks = []
+    for _ in range(k):
+        masked = torch.where(taken, float("-inf"), key)
+        i = torch.argmax(masked, dim, keepdim=True)
+        # Only -inf left among the free entries: argmax may land on a taken one.
+        first_free = torch.argmax((~taken).to(torch.int8), dim, keepdim=True)
+        i = torch.where(torch.gather(taken, dim, i), first_free, i)
+        taken = taken | (positions == i)
+        picks.append(i)
+    indices = torch.cat(picks, dim)
+    return torch.gather(x, dim, indices), indices
+
+
 def register(device: str = "spyre") -> None:
     """Install the Spyre decompositions for ``device``."""
     for op in NORM_OPS:
         register_decomposition(op, device, _cpu_conventions(op))
+    for op in ROUTING_OPS:
+        register_decomposition(op, device, _topk)

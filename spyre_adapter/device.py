@@ -14,6 +14,7 @@ import importlib
 import types
 from typing import Any
 
+from spyre_shims.amp import enable_autocast
 from spyre_shims.device import add_eager_listener, on_first_compile, register_host_device
 
 from .report import REPORT, DeviceReport
@@ -44,6 +45,13 @@ class _SpyreModule:
         return "IBM Spyre (emulated)"
 
     @staticmethod
+    def get_amp_supported_dtype() -> list[Any]:
+        """Dtypes ``torch.autocast("spyre", dtype=...)`` accepts (the card computes in both)."""
+        import torch
+
+        return [torch.float16, torch.bfloat16]
+
+    @staticmethod
     def report() -> DeviceReport:
         """The emulator's report of everything run so far."""
         return REPORT
@@ -60,6 +68,7 @@ def register_device() -> types.ModuleType:
     module = register_host_device("spyre", _SpyreModule)
     if not _counting:
         add_eager_listener(REPORT.record_eager)
+        enable_autocast("spyre")  # torch.autocast("spyre", ...) works before anything is compiled
         _counting = True
     return module
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ModelConfig", "MODEL_SIZES", "BLOCK_SIZES", "SIZE_LIMITS"]
+__all__ = ["ModelConfig", "MODEL_SIZES", "BLOCK_SIZES", "SIZE_LIMITS", "HF_FAMILIES", "HF_SIZES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +47,16 @@ MODEL_SIZES: dict[str, frozenset[str]] = {
     "granite-tiny": BLOCK_SIZES | {"layers"},
     "mlp": frozenset({"hidden", "intermediate", "seq", "batch"}),
 }
+#: transformers families ``--model hf:<family>`` builds (spyre_adapter.hf_models.FAMILIES).
+HF_FAMILIES = ("llama", "qwen2", "granite", "mistral", "gemma3", "mixtral")
+#: The sizes a transformers model takes (over its config's).
+HF_SIZES = frozenset({"hidden", "heads", "kv_heads", "intermediate", "batch", "layers", "vocab", "experts"})
+for _family in HF_FAMILIES:
+    MODEL_SIZES[f"hf:{_family}"] = HF_SIZES
+del _family
+
 #: Accepted range of each size (the 8B models are inside; the emulator runs on a CPU).
 SIZE_LIMITS: dict[str, tuple[int, int]] = {
     "hidden": (1, 16384), "heads": (1, 256), "kv_heads": (1, 256), "intermediate": (1, 65536),
-    "seq": (1, 32768), "batch": (1, 1024), "layers": (1, 128),
+    "seq": (1, 32768), "batch": (1, 1024), "layers": (1, 128), "vocab": (2, 1 << 20), "experts": (1, 256),
 }

@@ -27,7 +27,7 @@ from .machine import Machine
 from .machine_spec import DoesNotFitError
 from .model.program import listing
 from .model.rules import EmulatorError
-from .run_cli import sizes_of
+from .run_cli import is_hf, sizes_of
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 #: Default max abs error vs CPU eager by dtype (activations of O(1) magnitude).
@@ -168,7 +168,9 @@ def main_run(opts: RunOptions) -> int:
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter run`` (arguments checked by :mod:`spyre_adapter.run_cli`).
     A machine too small for a kernel is bad input: one line, exit status 2."""
-    opts = RunOptions(model=args.model, dtype=args.dtype, machine=args.machine, trace=args.trace,
+    if is_hf(args):
+        return _command_hf(args)
+    opts = RunOptions(model=args.model, dtype=args.dtype or "fp16", machine=args.machine, trace=args.trace,
                       json_path=args.json, listing=args.listing, top=args.top, atol=args.atol, sizes=sizes_of(args))
     try:
         return main_run(opts)
@@ -179,6 +181,20 @@ def command(args: argparse.Namespace) -> int:
         if args.machine:
             raise ArgError("--machine", args.machine, f"too small: {limit}") from None
         raise UsageError(f"the model does not fit the machine: {limit}") from None
+
+
+def _command_hf(args: argparse.Namespace) -> int:
+    """``run --model hf:<family>`` / ``--hf-config``: a transformers model, greedy decode."""
+    from .hf_models import HFOptions
+    from .hf_report import main_hf
+
+    set_machine(Machine.from_spec(args.machine))
+    sizes = {k: v for k, v in sizes_of(args).items() if k != "seq"}
+    opts = HFOptions(family=None if args.hf_config else args.model.removeprefix("hf:"), config_path=args.hf_config,
+                     dtype=args.dtype or "fp32", autocast=args.autocast, shapes=args.shapes, cache=args.cache,
+                     prompt=args.prompt, new_tokens=args.new_tokens, batch=sizes.pop("batch", 1), sizes=sizes,
+                     atol=args.atol)
+    return main_hf(opts, args.json)
 
 
 def machine_limit(exc: BaseException) -> str | None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .argcheck import ArgError, float_range, int_range, one_of, output_file
+from .argcheck import ArgError, existing_file, float_range, int_range, one_of, output_file
 from .machine import Machine, MachineSpecError
-from .model_config import MODEL_SIZES, SIZE_LIMITS, ModelConfig
+from .model_config import HF_FAMILIES, HF_SIZES, MODEL_SIZES, SIZE_LIMITS, ModelConfig
 
 __all__ = ["register", "SIZE_OPTIONS", "SHAPE_RULES", "DTYPES", "check_run", "machine_argument", "sizes_of"]
 
@@ -39,7 +41,9 @@ SIZE_OPTIONS: tuple[SizeOption, ...] = (
     SizeOption("--intermediate", "intermediate", "MLP intermediate size"),
     SizeOption("--seq", "seq", "tokens per sequence"),
     SizeOption("--batch", "batch", "sequences"),
-    SizeOption("--layers", "layers", "decoder layers (the *-tiny models)"),
+    SizeOption("--layers", "layers", "decoder layers (the *-tiny and hf: models)"),
+    SizeOption("--vocab", "vocab", "vocabulary size (hf: models)"),
+    SizeOption("--experts", "experts", "experts per MoE layer (hf:mixtral)"),
 )
 _OPTION = {s.field: s.option for s in SIZE_OPTIONS}
 
@@ -82,12 +86,14 @@ def register(subparsers: Any) -> None:
                     "for the 'spyre' device, run it on the emulator, and report the result check, the kernels, "
                     "modeled device time, DRAM traffic and LX residency. Progress goes to stderr.")
     p.add_argument("--model", default="llama-block", type=one_of(MODEL_SIZES, "a model:"), metavar="MODEL",
-                   help=f"the model: {', '.join(MODEL_SIZES)}")
-    p.add_argument("--dtype", default="fp16", choices=DTYPES, help="element type")
+                   help=f"the model: {', '.join(m for m in MODEL_SIZES if not m.startswith('hf:'))}, or "
+                        f"hf:<family> for a transformers causal LM with random weights, decoded greedily "
+                        f"({', '.join(HF_FAMILIES)})")
+    p.add_argument("--dtype", choices=DTYPES, help="element type (default: fp16; hf: models fp32)")
     for s in SIZE_OPTIONS:
         low, high = SIZE_LIMITS[s.field]
         p.add_argument(s.option, type=int_range(low, high), metavar="N",
-                       help=f"{s.help}, {low} to {high} (default: {getattr(_DEFAULTS, s.field)})")
+                       help=f"{s.help}, {low} to {high} (default: {getattr(_DEFAULTS, s.field, 'the config')})")
     p.add_argument("--machine", type=machine_argument, metavar="SPEC",
                    help="machine overrides: name=value pairs (e.g. cores=8,lx_kib=1024) or a .json/.yaml file "
                         "holding an object of them (default: the Spyre card, see spyre_adapter/machine.py)")
@@ -103,7 +109,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=int_range(0), default=12, metavar="N", help="kernels shown in the table")
     p.add_argument("--atol", type=float_range(0.0), metavar="X",
                    help="max abs error allowed vs CPU eager (default by dtype: fp16 0.05, bf16 0.25, fp32 0.001)")
+    hf = p.add_argument_group("transformers models (--model hf:<family> or --hf-config)")
+    hf.add_argument("--hf-config", type=existing_file, metavar="PATH",
+                    help="a local config.json of any transformers causal LM (sizes given here override it; "
+                         "default: none)")
+    hf.add_argument("--shapes", choices=("static", "dynamic"), default="dynamic",
+                    help="dynamic: torch.compile(dynamic=True) and the dynamic KV cache; static: the static KV "
+                         "cache and torch.compile's default specialisation")
+    hf.add_argument("--cache", choices=("static", "dynamic"), help="KV cache (default: follows --shapes)")
+    hf.add_argument("--prompt", type=int_range(1, 4096), default=8, metavar="N", help="prompt tokens")
+    hf.add_argument("--new-tokens", type=int_range(1, 4096), default=8, metavar="N", help="tokens to generate")
+    hf.add_argument("--autocast", choices=("fp16", "bf16"),
+                    help='run under torch.autocast("spyre", dtype) (default: off)')
     p.set_defaults(func="spyre_adapter.run:command", checks=[check_run])
+
+
+def is_hf(args: argparse.Namespace) -> bool:
+    """A transformers run (``--model hf:<family>`` or ``--hf-config``)."""
+    return args.model.startswith("hf:") or args.hf_config is not None
 
 
 def sizes_of(args: argparse.Namespace) -> dict[str, int]:
@@ -115,7 +138,23 @@ def check_run(args: argparse.Namespace) -> None:
     """Checks across arguments: sizes the model does not use, shape rules, one
     file written twice."""
     given = sizes_of(args)
-    used = MODEL_SIZES[args.model]
+    hf = is_hf(args)
+    if args.hf_config is not None:
+        if args.model.startswith("hf:"):
+            raise ArgError("--hf-config", args.hf_config, f"expected either --model {args.model} or a config, not both")
+        _check_hf_config(args.hf_config)
+    used = HF_SIZES if hf else MODEL_SIZES[args.model]
+    if not hf:
+        for opt in ("--shapes", "--cache", "--prompt", "--new-tokens", "--autocast"):
+            value = getattr(args, opt[2:].replace("-", "_"))
+            default = {"--shapes": "dynamic", "--prompt": 8, "--new-tokens": 8}.get(opt)
+            if value is not None and value != default:
+                raise ArgError(opt, value, f"applies to transformers models only (--model hf:<family> or --hf-config)")
+    else:
+        for opt in ("--trace", "--listing"):
+            if getattr(args, opt[2:]) is not None:
+                raise ArgError(opt, getattr(args, opt[2:]), "not available for transformers models (use a built-in "
+                                                            "--model)")
     for field in given:
         if field not in used:
             users = [m for m, f in MODEL_SIZES.items() if field in f]
@@ -123,6 +162,8 @@ def check_run(args: argparse.Namespace) -> None:
                            f"--model {args.model} has no such size; it applies to {', '.join(users)}")
     sizes = {**dataclasses.asdict(_DEFAULTS), **given}
     for rule in SHAPE_RULES:
+        if hf and not set(rule.fields) <= set(given):
+            continue  # the config supplies the other sizes
         if set(rule.fields) <= used and not rule.ok(sizes):
             field = next((f for f in rule.blame if f in given), rule.blame[0])
             raise ArgError(_OPTION[field], sizes[field], f"expected {rule.accepted(sizes)}")
@@ -133,3 +174,13 @@ def check_run(args: argparse.Namespace) -> None:
             if path in seen:
                 raise ArgError(opt, path, f"expected a different file than {seen[path]}")
             seen[path] = opt
+
+
+def _check_hf_config(path: str) -> None:
+    """A readable JSON object with a ``model_type`` (a transformers config)."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ArgError("--hf-config", path, f"expected a readable config.json ({type(exc).__name__})") from None
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise ArgError("--hf-config", path, "expected a transformers config.json (an object with a model_type)")

@@ -63,10 +63,23 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.decompositions import NORM_OPS
+    from spyre_adapter.decompositions import NORM_OPS, ROUTING_OPS
 
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in NORM_OPS} | {"kernel-rewrites"}
+    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS)} | {"kernel-rewrites"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
     assert active == expected
+
+
+def test_a_new_table_entry_is_added_and_removed_again(target_module) -> None:
+    target_module.table = {"a": 1}
+    reg = PatchRegistry()
+    with pytest.raises(PatchTargetError, match=r"\[b\] does not exist"):
+        reg.register(Patch("strict", "patch_target_mod:table", lambda orig, fired: 2, "entry", key="b"))
+    seen = []
+    reg.register(Patch("add", "patch_target_mod:table", lambda orig, fired: seen.append(orig) or 2, "entry",
+                       key="b", new_key=True))
+    with reg.applied("add"):
+        assert target_module.table == {"a": 1, "b": 2} and seen == [None]
+    assert target_module.table == {"a": 1}

@@ -291,11 +291,23 @@ def _conv_backward(grad_output: Any, input: Any, weight: Any, stride: Any, paddi
                                               transposed, output_padding, groups, output_mask)
 
 
+def _histc(input: torch.Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> torch.Tensor:
+    """``histc`` for every dtype an accelerator accepts: the CPU kernel has no
+    integer variant (MoE routing counts integer expert ids with it), so integer
+    input is counted in float64 - exact for every id below 2**53 - and the
+    counts are returned in the input's dtype, as accelerators return them."""
+    if input.dtype.is_floating_point:
+        return _aten.histc.default(input, bins, min, max)
+    return _aten.histc.default(input.to(torch.float64), bins, min, max).to(input.dtype)
+
+
 #: Ops custom devices receive instead of the CPU ones (the "overrideable"
-#: entry points), run on the host as the op the CPU implements.
+#: entry points, ops whose CPU kernel lacks dtypes accelerators support), run
+#: on the host as the op the CPU implements.
 _HOST_OP: dict[Any, Any] = {
     _aten.convolution_overrideable.default: _aten.convolution.default,
     _aten.convolution_backward_overrideable.default: _conv_backward,
+    _aten.histc.default: _histc,
 }
 
 

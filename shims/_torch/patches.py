@@ -35,6 +35,7 @@ class Patch:
     params: tuple[str, ...] | None = None  # expected leading parameters of a callable target
     allow_none: bool = False  # the target may currently hold None (config slots)
     key: Any = None  # patch one entry of a dict target instead of the attribute itself
+    new_key: bool = False  # the entry may be absent: added on apply, removed on restore
     fired: int = 0
     active: bool = False
     _saved: Any = _MISSING
@@ -69,7 +70,7 @@ class PatchRegistry:
             where = f"{patch.target}[{patch.key}]"
         else:
             where = patch.target
-        if current is _MISSING:
+        if current is _MISSING and not (patch.new_key and patch.key is not None):
             raise PatchTargetError(f"patch {patch.name!r}: target {where} does not exist")
         if current is None and not patch.allow_none:
             raise PatchTargetError(f"patch {patch.name!r}: target {where} is None")
@@ -90,7 +91,7 @@ class PatchRegistry:
         if p.active:
             return
         owner, leaf = _resolve(p.target)
-        p._saved = getattr(owner, leaf)[p.key] if p.key is not None else getattr(owner, leaf)
+        p._saved = getattr(owner, leaf).get(p.key, _MISSING) if p.key is not None else getattr(owner, leaf)
 
         def fired() -> None:
             p.fired += 1
@@ -99,7 +100,7 @@ class PatchRegistry:
             else:
                 log.debug("patch %s fired (%d)", p.name, p.fired)
 
-        replacement = p.make(p._saved, fired)
+        replacement = p.make(None if p._saved is _MISSING else p._saved, fired)
         if p.key is not None:
             getattr(owner, leaf)[p.key] = replacement
         else:
@@ -113,7 +114,9 @@ class PatchRegistry:
         if not p.active:
             return
         owner, leaf = _resolve(p.target)
-        if p.key is not None:
+        if p.key is not None and p._saved is _MISSING:
+            getattr(owner, leaf).pop(p.key, None)
+        elif p.key is not None:
             getattr(owner, leaf)[p.key] = p._saved
         else:
             setattr(owner, leaf, p._saved)

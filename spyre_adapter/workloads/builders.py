@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from spyre_shims.device import registered_device, wrap_host
+
 from .differential import Args, place
 from .literals import parse_literal
 from .spec import CaseSpec, Defaults
@@ -45,6 +47,8 @@ class BuiltCase:
     #: Shapes, dtypes, strides and values: equal signatures reuse one compiled function.
     signature: str
     notes: tuple[str, ...] = ()
+    #: Bytes of all input tensors' storage (memory guard).
+    input_bytes: int = 0
 
 
 # ------------------------------------------------------------------ ops
@@ -235,11 +239,16 @@ def build(spec: CaseSpec, defaults: Defaults) -> BuiltCase:
         return args, kwargs
 
     sig = "|".join([spec.op, *(_sig(kind, x) for kind, x in plan), repr(sorted(spec.kwargs.items()))])
-    return BuiltCase(spec, fn, make_args, max((t.storage_numel for t in tensors), default=0), sig, notes)
+    nbytes = sum(t.storage_numel * torch.empty((), dtype=t.dtype).element_size() for t in tensors)
+    return BuiltCase(spec, fn, make_args, max((t.storage_numel for t in tensors), default=0), sig, notes, nbytes)
 
 
 def _placed(t: torch.Tensor, ts: TensorSpec, device: str) -> torch.Tensor:
-    return t if device == "cpu" or ts.on_host else place(t, device)
+    if device == "cpu" or ts.on_host:
+        return t
+    if device == registered_device():
+        return wrap_host(t)  # fresh memory nobody else holds: the device tensor aliases it, no second copy
+    return place(t, device)
 
 
 def _sig(kind: str, x: Any) -> str:

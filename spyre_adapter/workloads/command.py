@@ -13,7 +13,7 @@ import torch
 
 import spyre_adapter
 
-from .output import document, print_table
+from .output import document, print_peaks, print_table
 from .runner import run_files
 
 
@@ -22,10 +22,12 @@ def run_command(args: argparse.Namespace) -> int:
     spyre_adapter.register()  # when autoload is off
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)  # graph-break chatter
     warnings.filterwarnings("ignore", module=r"torch\.")
+    peaks: dict[str, int] = {}
     records = run_files(args.files, max_numel=args.max_numel, reset_every=args.reset_every,
-                        progress=not args.no_progress, cases=args.case)
+                        progress=not args.no_progress, cases=args.case, peak_rss=peaks)
     print_table(records)
-    doc = document(records)
+    print_peaks(peaks)
+    doc = document(records, peaks)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     s = doc["summary"]

@@ -24,12 +24,14 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, int]:
             "fallback": c[diff.FALLBACK], "failed": c[diff.FAIL], "errors": c[diff.ERROR], "skipped": c[diff.SKIPPED]}
 
 
-def document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON document: overall summary, per-file summaries, every case."""
+def document(records: Sequence[dict[str, Any]], peak_rss: dict[str, int] | None = None) -> dict[str, Any]:
+    """The JSON document: overall summary, per-file summaries (with the file's
+    peak RSS in bytes when measured), every case."""
     files = sorted({r["file"] for r in records})
-    return {"summary": summarize(records),
-            "files": {f: summarize([r for r in records if r["file"] == f]) for f in files},
-            "cases": list(records)}
+    per_file: dict[str, dict[str, Any]] = {f: dict(summarize([r for r in records if r["file"] == f])) for f in files}
+    for f, peak in (peak_rss or {}).items():
+        per_file.setdefault(f, {})["peak_rss_bytes"] = peak
+    return {"summary": summarize(records), "files": per_file, "cases": list(records)}
 
 
 def print_table(records: Sequence[dict[str, Any]], console: Console | None = None) -> None:
@@ -45,3 +47,10 @@ def print_table(records: Sequence[dict[str, Any]], console: Console | None = Non
     console.print(table)
     s = summarize(records)
     console.print(", ".join(f"{k} {v}" for k, v in s.items()))
+
+
+def print_peaks(peak_rss: dict[str, int], console: Console | None = None) -> None:
+    """One line per file: its peak resident set size."""
+    console = console or make_console()
+    for f, peak in peak_rss.items():
+        console.print(f"peak RSS {f}: {peak / 2**30:.2f} GiB")

@@ -6,6 +6,13 @@ function (a Llama file repeats its projections); each signature gets its own
 code object, so Dynamo's per-function recompile limit is never reached (past
 it Dynamo would silently run eagerly). Compiled state is dropped every
 ``reset_every`` cases to bound memory.
+
+Memory: cases run one at a time and their tensors are freed before the next;
+device inputs alias the freshly made host tensors (no second copy), results are
+compared through host views of the device memory, large results in chunks. A
+case whose estimated working set exceeds the memory available is reported
+(``skipped``, with the figures) instead of run, and the run continues. The
+peak RSS of each file is measured (``peak_rss`` in :func:`run_files`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from spyre_shims.runtime import reset_compiled
 
+from ..memory import available_bytes, peak_rss_bytes, reset_peak_rss
 from . import differential as diff
 from .builders import BuiltCase, CaseError, build
 from .spec import CaseSpec, WorkloadFile, load
@@ -65,7 +73,15 @@ def _fresh_function(op: Callable[..., Any], n: int) -> Callable[..., Any]:
 
 
 def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: int | None) -> dict[str, Any]:
-    """The record of one case (never raises for a bad case)."""
+    """The record of one case (never raises for a bad case), with the peak RSS
+    while it ran (``peak_rss_bytes``)."""
+    reset_peak_rss()
+    rec = _run_case(spec, wf, cache, max_numel)
+    rec["peak_rss_bytes"] = peak_rss_bytes()
+    return rec
+
+
+def _run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: int | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"file": wf.path.name, "name": spec.name, "op": spec.op}
     try:
@@ -74,13 +90,23 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
         return {**rec, "status": diff.ERROR, "detail": f"cannot build case {spec.name!r}: {exc}"}
     if case.notes:
         rec["notes"] = list(case.notes)
+    rec["input_bytes"] = case.input_bytes
     if max_numel is not None and case.max_numel > max_numel:
         return {**rec, "status": diff.SKIPPED,
                 "detail": f"an input has {case.max_numel} elements > --max-numel {max_numel} (not run, not a pass)"}
+    need, have = working_set(case), available_bytes()
+    if need > have:
+        return {**rec, "status": diff.SKIPPED,
+                "detail": f"does not fit: needs ~{need / 2**30:.1f} GiB ({case.input_bytes / 2**30:.1f} GiB of inputs), "
+                          f"{have / 2**30:.1f} GiB available (not run, not a pass)"}
     try:
         out = diff.check(case.fn, case.make_args, atol=wf.defaults.atol, rtol=wf.defaults.rtol,
                          compiled=cache.get(case))
+    except MemoryError as exc:
+        return {**rec, "status": diff.SKIPPED, "detail": f"does not fit: allocation failed ({exc})"[:400]}
     except Exception as exc:  # noqa: BLE001 - the eager CPU run rejected the case: it is malformed
+        if "can't allocate memory" in str(exc):  # torch's CPU allocator
+            return {**rec, "status": diff.SKIPPED, "detail": f"does not fit: {exc}"[:400]}
         return {**rec, "status": diff.ERROR, "detail": f"case {spec.name!r} fails on CPU eager: "
                                                        f"{type(exc).__name__}: {exc}"[:400]}
     finally:
@@ -88,6 +114,19 @@ def run_case(spec: CaseSpec, wf: WorkloadFile, cache: CompiledCache, max_numel: 
     rec.update(out.to_dict())
     rec["seconds"] = round(time.perf_counter() - t0, 3)
     return rec
+
+
+#: Working set of a case as a multiple of its inputs: the CPU inputs while the
+#: reference runs, the reference result, the device inputs and the device
+#: result (each at most input-sized for the ops of real models), plus room for
+#: the compiler and the emulator's chunked evaluation.
+WORKING_SET_FACTOR = 3
+WORKING_SET_EXTRA = 512 * 2**20
+
+
+def working_set(case: BuiltCase) -> int:
+    """Estimated peak bytes of running ``case``."""
+    return WORKING_SET_FACTOR * case.input_bytes + WORKING_SET_EXTRA
 
 
 @contextmanager
@@ -135,10 +174,12 @@ LINE_EVERY_S = 30.0
 
 
 def run_files(paths: Sequence[str | Path | WorkloadFile], *, max_numel: int | None = None, reset_every: int = 40,
-              progress: bool = True, cases: Sequence[str] = ()) -> list[dict[str, Any]]:
+              progress: bool = True, cases: Sequence[str] = (),
+              peak_rss: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Records of every case of every file (a path, or a file already loaded), in
     file order. ``cases`` filters by name. A file that cannot be loaded at all
-    yields one ``error`` record. ``progress`` goes to stderr (see ``_progress``)."""
+    yields one ``error`` record. ``progress`` goes to stderr (see ``_progress``).
+    ``peak_rss``, if given, receives each file's peak resident set size in bytes."""
     files: list[WorkloadFile] = []
     records: list[dict[str, Any]] = []
     for p in paths:
@@ -154,7 +195,10 @@ def run_files(paths: Sequence[str | Path | WorkloadFile], *, max_numel: int | No
     cache = CompiledCache(reset_every)
     with _progress(todo, progress) as advance:
         for wf, spec in todo:
-            records.append(run_case(spec, wf, cache, max_numel))
-            advance(spec.name, records[-1]["status"])
+            rec = run_case(spec, wf, cache, max_numel)
+            records.append(rec)
+            if peak_rss is not None:
+                peak_rss[wf.path.name] = max(peak_rss.get(wf.path.name, 0), rec["peak_rss_bytes"])
+            advance(spec.name, rec["status"])
     cache.clear()
     return records

@@ -50,6 +50,9 @@ def setup(name: str, backend_module: Any) -> None:
             return True
 
     class Guard(acc.DeviceGuard):  # type: ignore[misc,name-defined]
+        # torch calls this from C++ while Dynamo traces (stream lookups at frame
+        # entry): untraced, or Dynamo compiles it as a frame and breaks its graph.
+        @torch.compiler.disable
         def type_(self) -> Any:
             return torch._C._autograd.DeviceType.PrivateUse1
 
