@@ -167,7 +167,9 @@ class SpyreBackend(Backend):
         outputs = set(dict(graph.meta).get("outputs", ()))
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
-        new, decisions = plan_residency(programs, outputs, ctx.machine, reads)
+        writes = [{k.output.name} if isinstance(k, kir.ExternKernel)
+                  else {b.name for b in k.buffers if b.role in ("output", "inout")} for k in graph.kernels]
+        new, decisions = plan_residency(programs, outputs, ctx.machine, reads, writes)
         for e, before, after in zip(exes, programs, new):
             if e is not None and before is not None and after is not before:
                 e.replace_program(after)

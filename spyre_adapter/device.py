@@ -46,9 +46,12 @@ class _SpyreModule:
 
     @staticmethod
     def get_amp_supported_dtype() -> list[Any]:
-        """Dtypes ``torch.autocast("spyre", dtype=...)`` accepts (the card computes in both)."""
+        """Dtypes ``torch.autocast("spyre", dtype=...)`` accepts (the card computes in both).
+        torch.autocast asks this first, so the autocast kernels are registered here,
+        on first use, not on ``import torch``."""
         import torch
 
+        enable_autocast("spyre")
         return [torch.float16, torch.bfloat16]
 
     @staticmethod
@@ -68,7 +71,6 @@ def register_device() -> types.ModuleType:
     module = register_host_device("spyre", _SpyreModule)
     if not _counting:
         add_eager_listener(REPORT.record_eager)
-        enable_autocast("spyre")  # torch.autocast("spyre", ...) works before anything is compiled
         _counting = True
     return module
 

@@ -370,7 +370,7 @@ def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
     exact = precision == "fp32"
     passed = (check["max_abs_logit_error"] <= atol and not fallbacks
               and (check["tokens_identical"] or not exact) and check["steps_compared"] > 0)
-    summary = REPORT.summary()
+    summary = REPORT.to_dict()
     result = {
         "model": opts.name, "model_type": config.model_type, "dtype": opts.dtype, "autocast": opts.autocast,
         "shapes": opts.shapes, "cache": opts.cache_kind, "prompt_tokens": opts.prompt, "new_tokens": opts.new_tokens,

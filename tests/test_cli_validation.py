@@ -175,7 +175,10 @@ def test_bad_input_fails_before_torch_or_the_compiler_load(inputs: Path) -> None
 
 def test_the_model_tables_agree() -> None:
     """run's light model table (checked before torch loads) lists the models that exist."""
-    assert set(model_config.MODEL_SIZES) == set(models.MODELS)
+    from spyre_adapter import hf_models
+
+    assert {m for m in model_config.MODEL_SIZES if not m.startswith("hf:")} == set(models.MODELS)
+    assert set(model_config.HF_FAMILIES) == set(hf_models.FAMILIES)
     assert set(opinfo_cli.DTYPE_NAMES) == set(corpus.DTYPES)
 
 
@@ -196,6 +199,6 @@ def test_every_command_is_listed_and_every_option_explained() -> None:
 def test_defaults_are_shown_in_help() -> None:
     res = _spyre_adapter("run", "--help", env={"COLUMNS": "400"})
     assert res.returncode == 0
-    for fragment in ("(default: llama-block)", "(default: fp16)", "(default: 512)", "(default: 12)",
+    for fragment in ("(default: llama-block)", "(default: fp16;", "(default: 512)", "(default: 12)",
                      "(default by dtype"):
         assert fragment in res.stdout, fragment

@@ -89,16 +89,24 @@ def test_run_command_with_a_local_config_json(tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--model", "hf:llama", "--new-tokens", "0"], "--new-tokens: expected a positive integer"),
-    (["--model", "hf:llama", "--hf-config", "x.json"], "not both"),
-    (["--hf-config", "/nonexistent/config.json"], "--hf-config: expected a readable config.json"),
-    (["--model", "hf:qwen2", "--seq", "4"], "--seq: transformers models take --prompt"),
+    (["--model", "hf:llama", "--new-tokens", "0"], "argument --new-tokens: '0' is not accepted"),
+    (["--model", "hf:llama", "--hf-config", "{config}"], "not both"),
+    (["--hf-config", "/nonexistent/config.json"], "argument --hf-config: '/nonexistent/config.json'"),
+    (["--hf-config", "{bad}"], "expected a transformers config.json"),
+    (["--model", "hf:qwen2", "--seq", "4"], "argument --seq: 4 is not accepted: --model hf:qwen2 has no such size"),
+    (["--model", "hf:llama", "--trace", "{trace}"], "not available for transformers models"),
 ])
-def test_run_rejects_bad_transformers_arguments(argv: list[str], needle: str,
+def test_run_rejects_bad_transformers_arguments(argv: list[str], needle: str, tmp_path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", *argv]) == 2
+    config, bad = tmp_path / "config.json", tmp_path / "bad.json"
+    config.write_text(json.dumps({"model_type": "llama"}))
+    bad.write_text("[1, 2]")
+    argv = [a.format(config=config, bad=bad, trace=tmp_path / "t.json") for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        main(["run", *argv])
+    assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
 def test_a_config_too_large_for_the_machine_is_refused_before_building() -> None:

@@ -50,12 +50,17 @@ def _reads(kernels):
             else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in kernels]
 
 
+def _writes(kernels):
+    return [{k.output.name} if isinstance(k, kir.ExternKernel)
+            else {b.name for b in k.buffers if b.role in ("output", "inout")} for k in kernels]
+
+
 def test_an_aligned_intermediate_stays_in_lx_and_is_never_stored() -> None:
     """c = a + b, then d = 2c on the same partition: c stays in each core's LX;
     as it is neither read later nor returned, it never reaches DRAM."""
     g1, g2 = K.add(256, 512), K.scale(256, 512, "c", "d")
     before = [plan(g1, DEFAULT, {}), plan(g2, DEFAULT, {})]
-    after, decisions = plan_residency(before, {"d"}, DEFAULT, _reads([g1, g2]))
+    after, decisions = plan_residency(before, {"d"}, DEFAULT, _reads([g1, g2]), _writes([g1, g2]))
     assert [(d.buffer, d.store_elided) for d in decisions] == [("c", True)]
     assert not any(isinstance(i, DmaStore) and i.dst.buffer == "c" for c in after[0].cores for i in c.instrs)
     assert not any(isinstance(i, DmaLoad) and i.src.buffer == "c" for c in after[1].cores for i in c.instrs)
@@ -78,7 +83,7 @@ def test_a_reader_without_its_producer_finds_nothing_held() -> None:
     """The consumer's program expects c in LX: run alone on a fresh card, the
     emulator reports what it expected and no kernel left."""
     g1, g2 = K.add(256, 512), K.scale(256, 512, "c", "d")
-    after, _ = plan_residency([plan(g1, DEFAULT, {}), plan(g2, DEFAULT, {})], {"d"}, DEFAULT, _reads([g1, g2]))
+    after, _ = plan_residency([plan(g1, DEFAULT, {}), plan(g2, DEFAULT, {})], {"d"}, DEFAULT, _reads([g1, g2]), _writes([g1, g2]))
     bufs = {"c": torch.zeros(256 * 512).half(), "d": torch.empty(256 * 512).half()}
     with pytest.raises(EmulatorError, match="no earlier kernel left it"):
         execute(after[1], bufs, Card(DEFAULT))
@@ -87,10 +92,10 @@ def test_a_reader_without_its_producer_finds_nothing_held() -> None:
 def test_what_does_not_fit_goes_through_dram_and_outputs_are_stored() -> None:
     two = DEFAULT.replace(cores=2)
     big = [K.add(2048, 1024), K.scale(2048, 1024, "c", "d")]
-    _, decisions = plan_residency([plan(g, two, {}) for g in big], {"d"}, two, _reads(big))
+    _, decisions = plan_residency([plan(g, two, {}) for g in big], {"d"}, two, _reads(big), _writes(big))
     assert decisions == []  # 2 MiB per core would not fit LX
     small = [K.add(256, 512), K.scale(256, 512, "c", "d")]
-    _, (d,) = plan_residency([plan(g, DEFAULT, {}) for g in small], {"c", "d"}, DEFAULT, _reads(small))
+    _, (d,) = plan_residency([plan(g, DEFAULT, {}) for g in small], {"c", "d"}, DEFAULT, _reads(small), _writes(small))
     assert not d.store_elided  # c is a graph output: written through to DRAM
 
 
@@ -100,7 +105,7 @@ def test_norm_output_stays_in_lx_for_every_matmul_reading_it(report) -> None:
     kernels = [k for g in graphs for k in g.kernels]
     before = [plan(k, DEFAULT, {}) for k in kernels]
     outputs = set(dict(graphs[0].meta).get("outputs", ()))
-    after, decisions = plan_residency(before, outputs, DEFAULT, _reads(kernels))
+    after, decisions = plan_residency(before, outputs, DEFAULT, _reads(kernels), _writes(kernels))
     h = decisions[0].buffer
     assert {d.consumer for d in decisions} == {k.name for k in kernels if isinstance(k, kir.ExternKernel)}
     for p in after:

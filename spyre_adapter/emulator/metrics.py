@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from spyre_shims import kernel_ir as kir
+from spyre_shims.index import index_symbol
 from spyre_shims.reference import concrete
 
 from ..machine import Machine
@@ -81,7 +82,7 @@ def work_of(kernel: Any, sizes: Any = None) -> tuple[str, float]:
 def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int,
             work: tuple[str, float] | None = None) -> Metrics:
     """Metrics of program ``p`` simulated as ``tl`` on ``m``, against ``compulsory`` bytes."""
-    kind, amount = work if work is not None else work_of(p.kernel, dict(p.sizes))
+    kind, amount = work if work is not None else work_of(p.kernel, {index_symbol(k): v for k, v in p.sizes})
     comp = max(compulsory, 1)
     writes = tl.dram_write_bytes
     reads = max(compulsory - min(writes, compulsory), 0)

@@ -213,7 +213,7 @@ def _view_sticks(spec: kir.BufferSpec, sizes: Mapping[sympy.Symbol, int], stick:
 
 
 def compulsory_bytes(kernel: kir.Kernel, buffers: Mapping[str, torch.Tensor] | None,
-                     sizes: Mapping[sympy.Symbol, int], stick: int = 128) -> int:
+                     sizes: Mapping[sympy.Symbol, int], stick: int = 128, views_only: bool = False) -> int:
     """Each input stick read once and each output stick written once.
 
     Matmul-family kernels: the sticks of their operand and output views (a
@@ -231,6 +231,9 @@ def compulsory_bytes(kernel: kir.Kernel, buffers: Mapping[str, torch.Tensor] | N
                 seen.add(key)
                 total += _view_sticks(spec, sizes, stick)
         return (total + _view_sticks(kernel.output, sizes, stick)) * stick
+    if views_only:
+        return sum(-(-concrete(b.storage_numel, sizes) * itemsize(b.dtype) // stick) for b in kernel.buffers
+                   if b.role != "internal") * stick
     bufs: dict[str, torch.Tensor] = {}
     written = {b.name for b in kernel.buffers if b.role in ("output", "inout", "internal")}
     for spec in kernel.buffers:

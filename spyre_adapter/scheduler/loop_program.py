@@ -367,6 +367,8 @@ class _Builder:
         tile = Tile(lk, box, self.sizes, red=red)
         if tile.numel == 0:
             return
+        if red is None and lk.reduction_ranges:
+            red = tile.red  # concrete: the program never depends on run-time sizes
         self.kernel_index = k
         accs = accesses(lk.body)
         if phase == "partial":

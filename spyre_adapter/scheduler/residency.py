@@ -133,12 +133,13 @@ def _sim(p: Program, m: Machine) -> float:
 
 
 def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Machine,
-                   reads: Sequence[set[str]]) -> tuple[list[Program | None], list[Decision]]:
+                   reads: Sequence[set[str]], writes: Sequence[set[str]]) -> tuple[list[Program | None], list[Decision]]:
     """The graph's programs with LX residency applied, and what was kept.
 
     ``programs``: per kernel in order, its static program (None: a kernel whose
     program the planner cannot see, e.g. one with run-time sizes: nothing stays
-    in LX across it); ``reads``: per kernel, the buffers it reads."""
+    in LX across it); ``reads`` / ``writes``: per kernel, the buffers it reads
+    and writes."""
     progs = list(programs)
     cons = [_Constraints() for _ in progs]
     base = {k: _sim(p, m) for k, p in enumerate(progs) if p is not None}
@@ -150,7 +151,7 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
         for buf in written:
             best = None
             for division in _producer_options(progs[i], cons[i]):  # type: ignore[arg-type]
-                got = _keep(progs, cons, base, i, buf, outputs, m, reads, division)
+                got = _keep(progs, cons, base, i, buf, outputs, m, reads, writes, division)
                 if got is not None and (best is None or got[3] > best[3]):
                     best = got
             if best is not None:
@@ -182,7 +183,7 @@ def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
 
 
 def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int, float], i: int, buf: str,
-          outputs: set[str], m: Machine, reads: Sequence[set[str]],
+          outputs: set[str], m: Machine, reads: Sequence[set[str]], writes: Sequence[set[str]],
           division: Division) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
     p = progs[i]
     assert p is not None
@@ -193,7 +194,11 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
             p = _replan(p, m, c0)
         except (SchedulingError, LxFull, EmulatorError):
             return None
-    readers = [j for j in range(i + 1, len(progs)) if buf in reads[j]]
+    # A later kernel that writes the buffer ends the held copy's validity (and
+    # the first store is then still needed for what that kernel does not write).
+    rewritten = next((j for j in range(i + 1, len(progs)) if buf in writes[j]), len(progs))
+    readers = [j for j in range(i + 1, rewritten) if buf in reads[j]]
+    later = [j for j in range(rewritten, len(progs)) if buf in reads[j]]
     shares = _shares(p, buf)
     if not readers or not shares:
         return None
@@ -221,6 +226,8 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
             if r is None:
                 break
             trial[j] = r
+            trial_cons[j] = trial_cons[j].copy()
+            trial_cons[j].lx_in += residents  # later decisions must place their holds elsewhere
             served.append(j)
             continue
         if q.kind != "loop":
@@ -251,7 +258,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     if not served:
         return None
     last = served[-1]
-    elide = len(served) == len(readers) and buf not in outputs
+    elide = len(served) == len(readers) and not later and rewritten == len(progs) and buf not in outputs
     keep_c = trial_cons[i].copy()
     keep_c.keep[buf] = {c: dataclasses.replace(h, store=not elide) for c, h in holds.items()}
     keep_c.division = division

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from .. import lazy
+
 RELEASES = ">=2.10"
 FEATURES = ["device.host_backed"]
 
@@ -50,11 +52,16 @@ def setup(name: str, backend_module: Any) -> None:
             return True
 
     class Guard(acc.DeviceGuard):  # type: ignore[misc,name-defined]
-        # torch calls this from C++ while Dynamo traces (stream lookups at frame
-        # entry): untraced, or Dynamo compiles it as a frame and breaks its graph.
-        @torch.compiler.disable
         def type_(self) -> Any:
             return torch._C._autograd.DeviceType.PrivateUse1
+
+    # torch calls type_ from C++ while Dynamo traces (stream lookups at frame
+    # entry): it must stay untraced, or Dynamo compiles it as a frame and breaks
+    # its graph. Marked when torch imports Dynamo, so `import torch` never does.
+    def untraced() -> None:
+        Guard.type_ = torch.compiler.disable(Guard.type_)
+
+    lazy.after_import("torch._dynamo", untraced)
 
     _setup_privateuseone_for_python_backend(name, backend_module=backend_module, hook=Hooks(), device_guard=Guard())
 
