@@ -32,7 +32,7 @@ from ..model.timing import simulate
 from .loop_program import Hold
 from .loops import Division, Residency, SchedulingError, plan_group
 from .lx_alloc import LxFull
-from .matmul import MatmulUnplannable, plan_matmul
+from .matmul import replan_with_held_a
 
 __all__ = ["Decision", "plan_residency", "summary"]
 
@@ -122,8 +122,8 @@ def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine) 
     if k is None or any(r.lo % k or r.hi % k for r in residents):
         return None
     try:
-        r = plan_matmul(q.kernel, m, {sidx.index_symbol(n): v for n, v in q.sizes}, q.name, a_held=residents)
-    except (MatmulUnplannable, LxFull, EmulatorError):
+        r = replan_with_held_a(q, m, residents)
+    except (LxFull, EmulatorError):
         return None
     return None if _loads(r, buf) else r
 
