@@ -273,10 +273,10 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     tried = 0
     reasons = []
     for g, c in ranked:
-        if tried == REFINE or len(reasons) > 3 * REFINE or (best is not None and
+        if tried == REFINE or len(reasons) > 3 * REFINE or (best is not None and not a_held and
                                                             c.total_ns > REFINE_SLACK * ranked[0][1].total_ns):
             break
-        if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and g.order == "a"):
+        if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         bb, mb, nb, kb = _per_core(s, g, m)
         eff = m.pe_efficiency(min(g.tm, mb))
@@ -297,6 +297,17 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
                                 f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
     return best[1]
+
+
+def _rows_line_up(s: MatmulShape, g: Grid, m: Machine, a_held: Sequence[Resident]) -> bool:
+    """Whether every row tile of A lies within one holder's rows (a tile that
+    straddles two holders would be read from DRAM); A-stationary orders never do."""
+    if g.order == "a":
+        return False
+    _, mb, _, _ = _per_core(s, g, m)
+    tm = min(g.tm, mb)
+    starts = {c * mb + t for c in range(g.gm) for t in range(0, mb, tm)} | {s.m}
+    return all(r.lo // s.k in starts and r.hi // s.k in starts for r in a_held)
 
 
 def _stick_exclusive(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine,
