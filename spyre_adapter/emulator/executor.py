@@ -79,12 +79,11 @@ class Card:
         dt = torch_dtype(lx.dtype)
         t = self.typed(dt)
         isz = t.element_size()
+        width = t.shape[1]
         if isinstance(core, int):
-            row = t[core]
-            return row.as_strided(lx.sizes, lx.strides, row.storage_offset() + lx.addr // isz)
+            return t.as_strided(lx.sizes, lx.strides, t.storage_offset() + core * width + lx.addr // isz)
         c0, c1 = core
-        rows = t[c0:c1]
-        return rows.as_strided((c1 - c0, *lx.sizes), (t.shape[1], *lx.strides), rows.storage_offset() + lx.addr // isz)
+        return t.as_strided((c1 - c0, *lx.sizes), (width, *lx.strides), t.storage_offset() + c0 * width + lx.addr // isz)
 
     def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
