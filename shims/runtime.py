@@ -19,6 +19,7 @@ import torch
 from . import index as _index
 from .backend import Backend, Launch, get_backend, register_backend, warn_fallback
 from .device import host_flat
+from ._torch.dispatch import outside_dispatch_modes
 from .kernel_ir import GraphIR, from_json
 
 __all__ = ["load_kernel", "graph_loaded", "capture_graphs", "LoadedKernel", "stats", "reset_compiled"]
@@ -72,7 +73,8 @@ class LoadedKernel:
 
     def __call__(self, *tensors: torch.Tensor, **sizes: int) -> None:
         bufs = {name: host_flat(t) for name, t in zip(self.args, tensors)}
-        self.launch(bufs, {_index.index_symbol(k): int(v) for k, v in sizes.items()})
+        with outside_dispatch_modes():  # the backend's work is device execution, not graph ops
+            self.launch(bufs, {_index.index_symbol(k): int(v) for k, v in sizes.items()})
 
     def __repr__(self) -> str:
         return f"LoadedKernel({self.name}, args={self.args})"
