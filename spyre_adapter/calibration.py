@@ -55,7 +55,7 @@ ASSUMED = tuple(k for k, v in SOURCES.items() if v.startswith("[assumed]"))
 #: Source category of every machine constant (the tag its ``SOURCES`` entry opens with).
 CATEGORIES: dict[str, str] = {k: v[1:v.index("]")] for k, v in SOURCES.items()}
 
-Role = Literal["fit", "predicted", "parameter", "stack"]
+Role = Literal["fit", "predicted", "stack"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +63,11 @@ class Point:
     """One measurement of the real card and how the model computes the same quantity.
 
     ``role``: ``fit`` (the fitted constants are chosen on it), ``predicted``
-    (held out: the error is a prediction error), ``parameter`` (the published
-    figure a constant is set to: the row only checks the model reproduces its
-    input) or ``stack`` (our whole compiler on the measured function: not a
-    machine calibration, shown for what it says about the scheduler)."""
+    (held out: the error is a prediction error) or ``stack`` (our whole compiler
+    on the measured function: not a machine calibration, shown for what it says
+    about the scheduler). A published figure a constant is set to directly
+    (``[measured]`` in ``machine.SOURCES``) is never a point: its row would only
+    echo the parameter."""
 
     name: str
     role: Role
@@ -108,11 +109,6 @@ def _bandwidth_ratio(cores: int, rows: int = 4096, cols: int = 2048) -> Callable
         ks = sk.kernels("sumrow", rows, cols)
         return kernel_ns(ks, m.replace(cores=32)) / kernel_ns(ks, m.replace(cores=cores))
     return ratio
-
-
-def _matmul_rate(m: Machine) -> float:
-    one = m.replace(cores=1)
-    return 1024**3 / kernel_ns([sk.mm(1024, 1024, 1024)], one)
 
 
 def _softmax_dim0_as_compiled() -> list[kir.Kernel]:
@@ -178,12 +174,6 @@ POINTS: tuple[Point, ...] = (
     *(Point(f"row-reduction bandwidth on {c} core{'s' if c > 1 else ''} / on 32 cores", "predicted", "ratio", g,
             f"{CM}: red_bw_cores_g", _bandwidth_ratio(c), _G)
       for c, g in ((1, 0.11), (2, 0.22), (4, 0.43), (8, 0.54), (16, 0.54))),
-    Point("sustained matmul, 1024^3 fp16 on 1 core", "parameter", "MAC/ns/core", 1140.0,
-          f"{CM}: mac_peak_per_core_ns (fit on compute-dominant runs)", _matmul_rate),
-    Point("DRAM read: row sums of (4096,4096) fp16, 32 cores", "parameter", "GB/s", 150.0,
-          f"{CM}: bw_peak_gbps, read-only reductions ~145-155 GB/s", _rate_gbps(_op("sumrow", 4096, 4096), 32)),
-    Point("DRAM mixed read/write: neg of (4096,4096) fp16, 32 cores", "parameter", "GB/s", 105.0,
-          f"{CM}: balanced 1R+1W neg ~105 GB/s", _rate_gbps(_op("neg", 4096, 4096), 32)),
     Point("softmax (512,1024) fp16 over dim 0 as our compiler emits it, 1 core, LX planning", "stack", "us", 23.67,
           f"{SP}, stage 4", _time_us(_softmax_dim0_as_compiled, 1), "two kernels; x read three times"),
     Point("softmax (512,1024) fp16 over dim 0 as our compiler emits it, 4 cores, LX planning", "stack", "us", 32.17,
@@ -199,7 +189,7 @@ def _row(p: Point, m: Machine) -> dict[str, Any]:
             "error": (model - p.measured) / p.measured, "source": p.source, "note": p.note}
 
 
-def calibration_rows(machine: Machine = DEFAULT, roles: Sequence[Role] = ("fit", "predicted", "parameter", "stack"),
+def calibration_rows(machine: Machine = DEFAULT, roles: Sequence[Role] = ("fit", "predicted", "stack"),
                      ) -> list[dict[str, Any]]:
     """Each point's measured value, our model's value on ``machine`` and the relative
     error (model - measured) / measured, with its role and source."""

@@ -48,12 +48,11 @@ from .scheduler.lx_alloc import LxFull
 from .model import timing
 from .scheduler.loops import plan_group
 from .scheduler.matmul import MatmulShape, plan_grid, plan_matmul
+from .shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
 
-__all__ = ["ReferenceUnavailable", "reference_dir", "load_cost_model", "load_sweep", "Config", "category",
+__all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config", "category",
            "PUBLISHED_RMS", "expressible", "in_reference_scope", "our_device_ns", "their_ns", "spearman", "compare",
            "main"]
-
-REFERENCE = Path("reference") / "torch-spyre-cost-model"
 
 #: Published RMS error of the reference against measured kernels, by category (percent;
 #: a range where the source gives one). Matmul is systematically under-predicted.
@@ -88,21 +87,29 @@ class ReferenceUnavailable(FileNotFoundError):
 
 def reference_dir(path: str | os.PathLike[str] | None = None) -> Path:
     """The torch-spyre reference folder: ``path`` if given, else
-    ``$SPYRE_SHARED/reference/torch-spyre-cost-model``, else the ``shared`` folder
-    beside this checkout (``<repo>/../shared``). An installed package has no
-    checkout beside it: pass the path or set ``SPYRE_SHARED``."""
+    ``$SPYRE_REFERENCE_DIR``, else ``shared/reference/torch-spyre-cost-model``
+    found searching upward from this package. Raises
+    :class:`ReferenceUnavailable` (naming every place looked at) when it is not
+    there: an installed package has no checkout around it."""
     if path is not None:
-        candidates = [Path(path)]
-    elif os.environ.get("SPYRE_SHARED"):
-        candidates = [Path(os.environ["SPYRE_SHARED"]) / REFERENCE]
+        folder, looked = Path(path), [Path(path)]
     else:
-        repo = Path(__file__).resolve().parents[1]
-        candidates = [repo.parent / "shared" / REFERENCE, repo.parent.parent / "shared" / REFERENCE]
-    for c in candidates:
-        if (c / "cost_model.py").is_file():
-            return c
-    raise ReferenceUnavailable(f"torch-spyre cost model not found (looked in {', '.join(map(str, candidates))}); "
-                               "pass its folder or set SPYRE_SHARED to the shared folder")
+        folder, looked = find_shared(REFERENCE_RELATIVE, REFERENCE_ENV)
+    if folder is not None and (folder / "cost_model.py").is_file() and (folder / "sweep_plan.json").is_file():
+        return folder
+    shown = ", ".join(map(str, looked[:3])) + (", ..." if len(looked) > 3 else "")
+    raise ReferenceUnavailable(f"torch-spyre cost model (cost_model.py and sweep_plan.json) not found (looked in "
+                               f"{shown}); pass its folder or set {REFERENCE_ENV}")
+
+
+def skip_reason(path: str | os.PathLike[str] | None = None) -> str | None:
+    """None when the reference folder is available, else one line saying why the
+    comparison is skipped."""
+    try:
+        reference_dir(path)
+    except ReferenceUnavailable as exc:
+        return f"comparison with torch-spyre's cost model skipped: {exc}"
+    return None
 
 
 _LOADED: dict[Path, ModuleType] = {}
@@ -448,11 +455,22 @@ def _even_sample(items: Sequence[Config], n: int | None) -> list[Config]:
     return [items[int(i * step)] for i in range(n)]
 
 
+def _stratified(configs: Sequence[Config], per_category: int, limit_bytes: int | None) -> list[Config]:
+    """Up to ``per_category`` configurations of each category, spread evenly over
+    its expressible ones (within the size limit) in plan order."""
+    groups: dict[str, list[Config]] = {}
+    for c in configs:
+        if expressible(c) is None and (limit_bytes is None or _largest_operand(c) <= limit_bytes):
+            groups.setdefault(category(c.op), []).append(c)
+    return [c for cat in sorted(groups) for c in _even_sample(groups[cat], per_category)]
+
+
 def compare(sample: int | None = None, path: str | os.PathLike[str] | None = None, m: Machine = DEFAULT,
             progress: Callable[[int, int], None] | None = None, ops: Iterable[str] | None = None,
-            limit_bytes: int | None = None) -> dict[str, Any]:
+            limit_bytes: int | None = None, per_category: int | None = None) -> dict[str, Any]:
     """Our model against torch-spyre's over the sweep plan (``sample``: that many
-    configurations evenly spread over the plan; ``ops``: only these operators;
+    configurations evenly spread over the plan; ``per_category``: instead, that
+    many expressible ones of each category; ``ops``: only these operators;
     ``limit_bytes``: skip configurations whose largest operand is bigger). Each of
     our programs is planned and simulated once (configurations differing only in
     what our planner decides for itself, like coarse tiles, share it)."""
@@ -460,7 +478,9 @@ def compare(sample: int | None = None, path: str | os.PathLike[str] | None = Non
     cm = load_cost_model(path)
     plan = load_sweep(path)
     wanted = set(ops) if ops is not None else None
-    configs = _even_sample([c for c in plan if wanted is None or c.op in wanted], sample)
+    chosen = [c for c in plan if wanted is None or c.op in wanted]
+    configs = (_stratified(chosen, per_category, limit_bytes) if per_category is not None
+               else _even_sample(chosen, sample))
     cache: dict[tuple, float | str] = {}
     rows, skipped = [], []
     for i, c in enumerate(configs):
@@ -489,7 +509,8 @@ def compare(sample: int | None = None, path: str | os.PathLike[str] | None = Non
     return {"per_category": _per_category([r for r in rows if not r["out_of_reference_scope"]]),
             "out_of_reference_scope": _per_category([r for r in rows if r["out_of_reference_scope"]]),
             "configs_in_plan": len(plan), "configs_run": len(configs), "compared": len(rows),
-            "programs_simulated": len(cache), "skipped": skipped,
+            "expressible_in_plan": sum(expressible(c) is None for c in plan),
+            "programs_simulated": len(cache), "skipped": skipped, "per_category_sample": per_category,
             "skipped_reasons": _count(s["reason"] for s in skipped), "sample": sample,
             "published_rms_percent": {k: list(v) for k, v in PUBLISHED_RMS.items()},
             "rows": rows, "wall_s": time.perf_counter() - t0}
@@ -539,8 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spyre_adapter.reference_model",
                                  description="Our modeled time against torch-spyre's cost model over its sweep plan.")
     ap.add_argument("--sample", type=_positive, default=None, help="run N configurations spread evenly over the plan")
-    ap.add_argument("--reference", default=None, help="the torch-spyre-cost-model folder (default: $SPYRE_SHARED/"
-                                                      "reference/torch-spyre-cost-model or ../shared beside the repo)")
+    ap.add_argument("--reference", default=None, help="the torch-spyre-cost-model folder (default: $SPYRE_REFERENCE_DIR, "
+                                                      "else shared/reference/torch-spyre-cost-model found upward)")
+    ap.add_argument("--per-category", type=_positive, default=None,
+                    help="instead of --sample, run N expressible configurations of each category")
     ap.add_argument("--max-operand-mib", type=_positive, default=None,
                     help="skip configurations with an operand larger than this (run-time limit)")
     ap.add_argument("--json", default="results/reference/vs_torch_spyre_cost_model.json", help="output file")
@@ -561,14 +584,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {i}/{n}", file=sys.stderr, flush=True)
 
     limit = args.max_operand_mib * 2**20 if args.max_operand_mib else None
-    doc = compare(args.sample, args.reference, progress=progress, limit_bytes=limit)
+    doc = compare(args.sample, args.reference, progress=progress, limit_bytes=limit,
+                  per_category=args.per_category)
     doc["max_operand_mib"] = args.max_operand_mib
     print(f"{doc['compared']} configurations compared ({doc['programs_simulated']} programs simulated), "
           f"{len(doc['skipped'])} skipped, {doc['wall_s']:.0f} s")
     print(f"{'category':<18}{'n':>5}{'MAPE':>9}{'Spearman':>10}{'ours/theirs':>13}{'in band':>9}")
     for cat, st in doc["per_category"].items():
         band = f"{st['within_band']:.0%}" if st["within_band"] is not None else "-"
-        print(f"{cat:<18}{st['n']:>5}{st['mape']:>9.1%}{st['spearman']:>10.3f}{st['median_ratio']:>13.2f}{band:>9}")
+        rho = f"{st['spearman']:.3f}" if st["spearman"] is not None else "-"
+        print(f"{cat:<18}{st['n']:>5}{st['mape']:>9.1%}{rho:>10}{st['median_ratio']:>13.2f}{band:>9}")
     for why, n in doc["skipped_reasons"].items():
         print(f"  skipped {n}: {why}")
     out = Path(args.json)
