@@ -59,8 +59,8 @@ def test_torch_spyre_pass2_uses_the_cores() -> None:
     assert baselines._pass2_cost(s, DEFAULT, 1, 4, 4, 1) > baselines._pass2_cost(s, DEFAULT, *split)
 
 
-def test_ours_beats_both_baselines_on_a_2048_gemm() -> None:
-    kernel = K.mm(2048, 2048, 2048)
+def test_ours_beats_both_baselines_on_a_1024_gemm() -> None:
+    kernel = K.mm(1024, 1024, 1024)
     row = baselines.gemm_baseline_row(kernel, DEFAULT)
     ours = row["ours"]
     for key in ("lx_even_split", "torch_spyre_rules"):

@@ -6,6 +6,7 @@ sections measured."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from spyre_adapter import bench
 from spyre_adapter import calibration as cal
@@ -58,7 +59,13 @@ def test_tables_print(quick_doc: dict, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_chain_kernel_rows() -> None:
-    rows = bench.bench_chains(DEFAULT, quick=True)
-    assert rows and all(r["source"] == "chain" and r["kind"] == "loop" for r in rows)
-    assert all(1.0 <= r["rho"] <= 1.1 and 0 < r["eta_dram"] <= 1.0 for r in rows)
-    assert all(r["torch_spyre_rules"] is None or r["torch_spyre_rules"]["rho"] >= 1.0 for r in rows)
+    fn, _ = bench.CHAINS["rmsnorm"]
+    gen = torch.Generator().manual_seed(0)
+    kernels = bench._compiled_kernels(fn, [torch.randn(256, 1024, generator=gen).half(),
+                                           torch.randn(1024, generator=gen).half()])
+    rows = [bench.kernel_row(k, "chain", k.name, DEFAULT) for k in kernels]
+    assert rows and all(r["kind"] == "loop" for r in rows)
+    for r in rows:
+        assert 1.0 <= r["rho"] <= 1.1 and 0 < r["eta_dram"] <= 1.0
+        for key in ("even_split", "torch_spyre_rules", "single_core"):
+            assert r[key]["rho"] >= 1.0 and r[key]["modeled_ns"] >= 0.99 * r["modeled_ns"]
