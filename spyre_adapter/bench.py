@@ -307,7 +307,7 @@ def calibration(m: Machine) -> list[dict[str, Any]]:
 
 
 #: Reference comparison sample: configurations per category and the largest operand.
-REFERENCE_SAMPLE = {True: (2, 4 * 2**20), False: (8, 16 * 2**20)}
+REFERENCE_SAMPLE = {True: (2, 4 * 2**20), False: (4, 8 * 2**20)}
 #: The quick run compares the memory-bound categories only (their programs are cheap).
 QUICK_REFERENCE_OPS = ("neg", "gelu", "add", "bcast", "bcastcol", "sumrow", "amax", "cat0", "cat1",
                        "softmax_row_tiling")
