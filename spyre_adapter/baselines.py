@@ -23,7 +23,7 @@ the baselines and of our planner share their denominators.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import sympy
@@ -39,8 +39,7 @@ from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import MatmulShape, cost, Grid, plan_grid, plan_matmul, shape_of
 
-__all__ = ["lx_even_split", "even_split_grid", "torch_spyre_split", "torch_spyre_rules", "gemm_baseline_row",
-           "baseline_summary"]
+__all__ = ["lx_even_split", "even_split_grid", "torch_spyre_split", "torch_spyre_rules", "gemm_baseline_row"]
 
 _Sizes = Mapping[sympy.Symbol, int]
 
@@ -228,21 +227,3 @@ def gemm_baseline_row(kernel: kir.ExternKernel, m: Machine, ours: Program | None
                     "order": met.plan.get("order"), "share": met.plan.get("share")}
     row["torch_spyre_rules"]["pass"] = how
     return row
-
-
-def _geomean(xs: Sequence[float]) -> float:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else 0.0
-
-
-def baseline_summary(rows: Sequence[dict[str, Any]], min_dim: int = 2048) -> dict[str, float]:
-    """Geometric means over the GEMMs whose every dimension is at least ``min_dim``
-    (the bench's big GEMMs), for our planner and each baseline."""
-    big = [r for r in rows if min(r["shape"]) >= min_dim]
-    out = {}
-    for key, label in (("ours", "gemm"), ("lx_even_split", "baseline_lx_even_split_gemm"),
-                       ("torch_spyre_rules", "baseline_torch_spyre_rules_gemm")):
-        out[f"{label}_eta_geomean"] = _geomean([r[key]["eta_sustained"] for r in big])
-        out[f"{label}_eta_datasheet_geomean"] = _geomean([r[key]["eta_datasheet"] for r in big])
-        out[f"{label}_rho_geomean"] = _geomean([r[key]["rho"] for r in big])
-    return out

@@ -50,7 +50,6 @@ from .machine_spec import DoesNotFitError
 from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
-from .scheduler.matmul import plan_matmul
 from .console import Stages, make_console
 from .workloads.spec import load, shared_workloads
 

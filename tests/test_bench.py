@@ -5,8 +5,11 @@ sections measured."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
+from rich.console import Console
 
 from spyre_adapter import bench
 from spyre_adapter import calibration as cal
@@ -52,10 +55,14 @@ def test_summary_keys_and_values(quick_doc: dict) -> None:
             assert set(st) == {"mape", "spearman", "n"} and st["n"] >= 1 and st["mape"] >= 0
 
 
-def test_tables_print(quick_doc: dict, capsys: pytest.CaptureFixture[str]) -> None:
-    bench.print_bench(quick_doc)
-    out = capsys.readouterr().out
-    assert "eta LX even split" in out and "held-out" in out
+def test_tables_print(quick_doc: dict) -> None:
+    console = Console(file=io.StringIO(), width=400)
+    bench.print_bench(quick_doc, console)
+    out = console.file.getvalue()
+    assert "eta LX even split" in out and "eta torch-spyre rules" in out and "held-out" in out
+    gemm = next(r for r in quick_doc["kernels"] if r["name"] == "square.2048")
+    # the datasheet eta is printed next to the sustained one
+    assert f"{gemm['eta_datasheet']:.3f} / {gemm['eta_sustained']:.3f}" in out
 
 
 def test_chain_kernel_rows() -> None:
