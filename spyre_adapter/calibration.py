@@ -317,8 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the fit, print the table, write the JSON."""
     args = _parser().parse_args(argv)
     out = Path(args.json)
-    if out.exists() and out.is_dir():
-        print(f"--json {args.json!r} is not accepted: expected a file path, not a directory", file=sys.stderr)
+    if out.is_dir() or not out.parent.is_dir():
+        print(f"--json {args.json!r} is not accepted: expected a file path in an existing folder", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
     result = fit()
@@ -340,7 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  assumed {name}: predictions move by up to {max(w.values()):.1%} when halved or doubled")
     doc = {"fit": result, "rows": rows, "summary": s, "constants": constant_table(fitted),
            "sensitivity_to_assumed": sens, "sources": SOURCES_CITED, "wall_s": time.perf_counter() - t0}
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")
     return 0

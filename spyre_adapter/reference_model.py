@@ -50,7 +50,8 @@ from .scheduler.loops import plan_group
 from .scheduler.matmul import MatmulShape, plan_grid, plan_matmul
 from .shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
 
-__all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config", "category",
+__all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config",
+           "category",
            "PUBLISHED_RMS", "expressible", "in_reference_scope", "our_device_ns", "their_ns", "spearman", "compare",
            "main"]
 
@@ -560,8 +561,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spyre_adapter.reference_model",
                                  description="Our modeled time against torch-spyre's cost model over its sweep plan.")
     ap.add_argument("--sample", type=_positive, default=None, help="run N configurations spread evenly over the plan")
-    ap.add_argument("--reference", default=None, help="the torch-spyre-cost-model folder (default: $SPYRE_REFERENCE_DIR, "
-                                                      "else shared/reference/torch-spyre-cost-model found upward)")
+    ap.add_argument("--reference", default=None,
+                    help="the torch-spyre-cost-model folder (default: $SPYRE_REFERENCE_DIR, "
+                         "else shared/reference/torch-spyre-cost-model found upward)")
     ap.add_argument("--per-category", type=_positive, default=None,
                     help="instead of --sample, run N expressible configurations of each category")
     ap.add_argument("--max-operand-mib", type=_positive, default=None,
@@ -573,8 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReferenceUnavailable as exc:
         print(f"--reference is not accepted: {exc}", file=sys.stderr)
         return 2
-    if Path(args.json).is_dir():
-        print(f"--json {args.json!r} is not accepted: expected a file path, not a directory", file=sys.stderr)
+    if Path(args.json).is_dir() or not Path(args.json).parent.is_dir():
+        print(f"--json {args.json!r} is not accepted: expected a file path in an existing folder", file=sys.stderr)
         return 2
     last = [time.perf_counter()]
 
@@ -597,7 +599,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for why, n in doc["skipped_reasons"].items():
         print(f"  skipped {n}: {why}")
     out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, default=list) + "\n")
     print(f"wrote {out}")
     return 0

@@ -62,3 +62,11 @@ def test_sustained_matmul_rate_is_the_constant_not_more() -> None:
     one = DEFAULT.replace(cores=1)
     rate = 1024**3 / kernel_ns([sk.mm(1024, 1024, 1024)], one)
     assert 0.9 * DEFAULT.sustained_mac_per_ns_per_core < rate <= DEFAULT.sustained_mac_per_ns_per_core
+
+
+def test_command_rejects_an_output_outside_an_existing_folder(tmp_path, capsys) -> None:
+    target = tmp_path / "missing" / "calibration.json"
+    assert cal.main(["--json", str(target)]) == 2
+    assert not target.parent.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("--json")
