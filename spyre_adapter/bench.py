@@ -1,9 +1,16 @@
 """``spyre-adapter bench``: the scheduler and the emulator against the physical limits.
 
 Every kernel is planned for the card, checked, and simulated; its modeled time
-is compared with the roofline (eta) and its DRAM traffic with the compulsory
-traffic (rho). Two baselines are planned for the same kernels in the same run:
-one core, and an even split over all cores without LX reuse. GEMMs are built as
+is compared with the roofline (eta, against the datasheet roof and against the
+sustained roof the simulator itself runs at) and its DRAM traffic with the
+compulsory traffic (rho). Baselines are planned for the same kernels in the same
+run and scored with the same denominators: one core; the best simple even split
+(for GEMMs: LX-sized tiles, no operand shared between cores; for loop kernels:
+every core, no LX planning); and the division torch-spyre's documented
+work-division rules choose (:mod:`.baselines`). The calibration section reports
+errors on held-out measurements only (:mod:`.calibration`), and our modeled
+times are set against torch-spyre's own cost model (:mod:`.reference_model`).
+GEMMs are built as
 Kernel IR directly (planning and simulation only: an 8192^3 numeric matmul
 would dominate the run); chains, the workload cases and the decoder block go
 through ``torch.compile`` on the device and run on the emulator.
@@ -18,7 +25,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +38,18 @@ from rich.table import Table
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
-from . import models
+from . import baselines, models
+from . import calibration as cal
+from . import reference_model as rm
 from .backend import plan
 from .context import current, use_machine
 from .emulator import metrics
 from .machine import DEFAULT, Machine
 from .model import timing
+from .machine_spec import DoesNotFitError
 from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
-from .scheduler.matmul import plan_matmul
 from .console import Stages, make_console
 from .workloads.spec import load, shared_workloads
 
@@ -91,32 +100,60 @@ def _measure(kernel: kir.Kernel, m: Machine, program: Any = None) -> tuple[metri
     return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0)), error
 
 
-def _naive(kernel: kir.Kernel, m: Machine) -> Any:
-    if isinstance(kernel, kir.ExternKernel) and kernel.op == "attention":
-        return plan(kernel, m, {})  # the hand-written kernel already splits its units evenly
+def _is_matmul(kernel: kir.Kernel) -> bool:
+    return isinstance(kernel, kir.ExternKernel) and kernel.op in ("mm", "bmm")
+
+
+def _even_split(kernel: kir.Kernel, m: Machine, main: Any) -> Any:
+    """The even-split baseline: for a matmul the best simple even split with
+    LX-sized tiles (:func:`.baselines.lx_even_split`); for a loop kernel every core
+    it can use, no LX planning; for the hand-written attention its own program
+    ``main`` (it already splits its units evenly)."""
+    if isinstance(kernel, kir.ExternKernel) and not _is_matmul(kernel):
+        return main
     if isinstance(kernel, kir.ExternKernel):
-        return plan_matmul(kernel, m, {}, kernel.name, naive=True)
+        return baselines.lx_even_split(kernel, m)
     gm = model_group(kernel, m, {}, lx_planning=False)
     units = max(1, -(-gm.rows // gm.unit)) if gm.rows else 1
     return plan_group(kernel, m, {}, kernel.name, force=Division(min(units, m.cores)), lx_planning=False)
 
 
-def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine) -> dict[str, Any]:
-    """The benchmark row of one kernel: the planned program and both baselines."""
-    main, error = _measure(kernel, m)
-    one, _ = _measure(kernel, m.replace(cores=1))
-    even, _ = _measure(kernel, m, _naive(kernel, m))
+def _torch_spyre(kernel: kir.Kernel, m: Machine) -> Any:
+    """The torch-spyre-rules baseline; None for a kernel those rules do not cover
+    (the hand-written attention) or one whose division has no program here."""
+    if isinstance(kernel, kir.ExternKernel) and not _is_matmul(kernel):
+        return None
+    try:
+        return baselines.torch_spyre_rules(kernel, m)
+    except (DoesNotFitError, EmulatorError):
+        return None
+
+
+def _versus(main: metrics.Metrics, b: metrics.Metrics) -> dict[str, Any]:
+    """A baseline's figures against the plan's own bounds (same denominators)."""
+    return {"modeled_ns": b.modeled_ns, "eta_sustained": main.bound_sustained_ns / b.modeled_ns,
+            "eta_datasheet": main.bound_datasheet_ns / b.modeled_ns,
+            "eta_dram": main.dram_bound_ns / b.modeled_ns, "rho": b.rho, "cores": b.cores_used,
+            "grid": b.plan.get("grid"), "tile": b.plan.get("tile"),
+            "speedup_of_plan": b.modeled_ns / main.modeled_ns}
+
+
+def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_core: bool = True) -> dict[str, Any]:
+    """The benchmark row of one kernel: the planned program and the baselines
+    (``single_core``: also plan it for one core)."""
+    program = plan(kernel, m, {})
+    main, error = _measure(kernel, m, program)
     row = {"name": label, "source": source, "kind": main.kind, "modeled_ns": main.modeled_ns,
            "eta_sustained": main.eta_sustained, "eta_datasheet": main.eta_datasheet, "eta_dram": main.eta_dram,
            "rho": main.rho, "core_balance": main.core_balance, "lx_peak": main.lx_peak, "cores": main.cores_used,
            "dram_bytes": main.dram_bytes, "compulsory_bytes": main.compulsory_bytes, "flops": main.flops,
            "plan": main.plan, "check_error": error}
     # Baselines are measured against the whole card's roofline, like the plan.
-    for key, b in (("single_core", one), ("even_split", even)):
-        row[key] = {"modeled_ns": b.modeled_ns, "eta_sustained": main.bound_sustained_ns / b.modeled_ns,
-                    "eta_datasheet": main.bound_datasheet_ns / b.modeled_ns,
-                    "eta_dram": main.dram_bound_ns / b.modeled_ns, "rho": b.rho, "cores": b.cores_used,
-                    "speedup_of_plan": b.modeled_ns / main.modeled_ns}
+    if single_core:
+        row["single_core"] = _versus(main, _measure(kernel, m.replace(cores=1))[0])
+    row["even_split"] = _versus(main, _measure(kernel, m, _even_split(kernel, m, program))[0])
+    ts = _torch_spyre(kernel, m)
+    row["torch_spyre_rules"] = _versus(main, _measure(kernel, m, ts)[0]) if ts is not None else None
     return row
 
 
@@ -124,10 +161,11 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine) -> dict[
 
 def bench_gemms(m: Machine, quick: bool) -> list[dict[str, Any]]:
     shapes = [(f"square.{s}", s, s, s) for s in SQUARE if not quick or s <= 2048] + \
-        [g for g in LLM_GEMMS if not quick or g[1] <= 2048 and g[2] <= 4096]
+        [g for g in LLM_GEMMS if not quick]
     rows = []
     for name, mm, nn, kk in shapes:
-        row = kernel_row(gemm_kernel(name, mm, nn, kk), "gemm", name, m)
+        # one core of a big GEMM is slow to simulate and says little: up to 2048^3
+        row = kernel_row(gemm_kernel(name, mm, nn, kk), "gemm", name, m, single_core=mm * nn * kk <= 2048**3)
         row["shape"] = [mm, nn, kk]
         rows.append(row)
     return rows
@@ -261,32 +299,32 @@ def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
 
 
 def calibration(m: Machine) -> list[dict[str, Any]]:
-    """The model against torch-spyre's measurements of the real card."""
-    gen = torch.Generator().manual_seed(0)
-    softmax = _compiled_kernels(lambda x: torch.softmax(x, -1), [torch.randn(512, 1024, generator=gen).half()])[0]
-    one = m.replace(cores=1)
-    rows = []
-    for lx, measured in ((True, 23.7e3), (False, 32.5e3)):
-        p = plan_group(softmax, one, {}, "softmax", lx_planning=lx)
-        model = timing.simulate(p, one).total_ns
-        rows.append({"name": f"softmax (512,1024) fp16, 1 core, {'with' if lx else 'without'} LX planning",
-                     "unit": "us", "measured": measured / 1e3, "model": model / 1e3})
-    gemm = gemm_kernel("gemm", 1024, 1024, 1024)
-    tl = timing.simulate(plan(gemm, one, {}), one)
-    rows.append({"name": "sustained matmul, 1024^3 fp16 on 1 core", "unit": "MAC/ns/core",
-                 "measured": 1140.0, "model": 1024**3 / tl.total_ns})
-    big = torch.randn(4096, 4096, generator=gen).half()
-    read = [k for k in _compiled_kernels(lambda x: x.float().sum(-1), [big]) if isinstance(k, kir.KernelGroup)][0]
-    p = plan(read, m, {})
-    rows.append({"name": "DRAM read: row sums of a 4096x4096 fp16 tensor, 32 cores", "unit": "GB/s",
-                 "measured": 150.0, "model": compulsory_bytes(read, None, {}) / timing.simulate(p, m).total_ns})
-    copy = [k for k in _compiled_kernels(lambda x: x * 2, [big]) if isinstance(k, kir.KernelGroup)][0]
-    p = plan(copy, m, {})
-    rows.append({"name": "DRAM mixed read/write: x*2 on a 4096x4096 fp16 tensor, 32 cores", "unit": "GB/s",
-                 "measured": 105.0, "model": compulsory_bytes(copy, None, {}) / timing.simulate(p, m).total_ns})
-    for r in rows:
-        r["error"] = (r["model"] - r["measured"]) / r["measured"]
-    return rows
+    """The model against torch-spyre's measurements of the real card: the fit
+    points, the held-out predictions and the whole-compiler rows
+    (:mod:`.calibration`)."""
+    return cal.calibration_rows(m)
+
+
+#: Reference comparison sample: configurations per category and the largest operand.
+REFERENCE_SAMPLE = {True: (2, 4 * 2**20), False: (4, 8 * 2**20)}
+#: The quick run compares the memory-bound categories only (their programs are cheap).
+QUICK_REFERENCE_OPS = ("neg", "gelu", "add", "bcast", "bcastcol", "sumrow", "amax", "cat0", "cat1",
+                       "softmax_row_tiling")
+
+
+def reference_section(m: Machine = DEFAULT, quick: bool = False, path: str | None = None) -> dict[str, Any]:
+    """Our modeled device time against torch-spyre's cost model on a stratified
+    sample of its sweep plan; ``{"skipped": reason}`` when the reference folder is
+    not there."""
+    reason = rm.skip_reason(path)
+    if reason is not None:
+        return {"skipped": reason}
+    per_category, limit = REFERENCE_SAMPLE[quick]
+    doc = rm.compare(path=path, m=m, per_category=per_category, limit_bytes=limit,
+                     ops=QUICK_REFERENCE_OPS if quick else None)
+    return {k: doc[k] for k in ("per_category", "out_of_reference_scope", "configs_in_plan", "expressible_in_plan",
+                                "compared", "per_category_sample", "skipped_reasons", "rows", "wall_s")} | \
+        {"max_operand_bytes": limit, "quick_ops": list(QUICK_REFERENCE_OPS) if quick else None}
 
 
 # ------------------------------------------------------------------ summary
@@ -296,8 +334,21 @@ def _geomean(xs: Iterable[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else 0.0
 
 
+def _vs_reference(ref: dict[str, Any]) -> dict[str, Any]:
+    if "skipped" in ref:
+        return {"skipped": ref["skipped"]}
+    return {cat: {"mape": st["mape"], "spearman": st["spearman"], "n": st["n"]}
+            for cat, st in ref["per_category"].items()}
+
+
+def _baseline_geomean(rows: Sequence[dict[str, Any]], key: str, eta: str) -> float:
+    return _geomean(r[key][eta] for r in rows if r.get(key))
+
+
 def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[dict[str, Any]],
-              extra: dict[str, Any]) -> dict[str, Any]:
+              extra: dict[str, Any], reference: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The headline figures. GEMM geomeans are over the GEMMs whose every dimension
+    is at least 2048; baselines share the plan's denominators."""
     big = [r for r in rows if r["source"] == "gemm" and min(r["shape"]) >= 2048]
     chains = [r for r in rows if r["source"] == "chain"]
     return {
@@ -310,54 +361,89 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
         "check_errors": sum(1 for r in rows if r["check_error"]),
         "kernels_with_eta_over_1": sum(1 for r in rows if r["eta_sustained"] > 1 + 1e-9),
         "kernels_with_rho_under_1": sum(1 for r in rows if r["rho"] < 1 - 1e-9),
-        "baseline_single_core_gemm_eta_geomean": _geomean(r["single_core"]["eta_sustained"] for r in big),
-        "baseline_even_split_gemm_eta_geomean": _geomean(r["even_split"]["eta_sustained"] for r in big),
-        "calibration_error_max": max((abs(c["error"]) for c in calib), default=0.0),
+        "baseline_single_core_gemm_eta_geomean": _baseline_geomean(big, "single_core", "eta_sustained"),
+        "baseline_lx_even_split_gemm_eta_geomean": _baseline_geomean(big, "even_split", "eta_sustained"),
+        "baseline_lx_even_split_gemm_eta_datasheet_geomean": _baseline_geomean(big, "even_split", "eta_datasheet"),
+        "baseline_torch_spyre_rules_gemm_eta_geomean": _baseline_geomean(big, "torch_spyre_rules", "eta_sustained"),
+        "baseline_torch_spyre_rules_gemm_eta_datasheet_geomean": _baseline_geomean(big, "torch_spyre_rules",
+                                                                                   "eta_datasheet"),
+        "gemm_rho_geomean": _geomean(r["rho"] for r in big),
+        "baseline_lx_even_split_gemm_rho_geomean": _baseline_geomean(big, "even_split", "rho"),
+        "baseline_torch_spyre_rules_gemm_rho_geomean": _baseline_geomean(big, "torch_spyre_rules", "rho"),
+        **{k: v for k, v in cal.summary(calib).items() if k != "calibration_fitted"},
+        "vs_torch_spyre_cost_model": _vs_reference(reference) if reference is not None else {"skipped": "not run"},
         "kernels": len(rows),
         **extra,
     }
 
 
+#: Every section of the bench, in the order it runs.
+SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration", "reference")
+
+
 def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), max_numel: int | None = None,
-              console: Console | None = None) -> dict[str, Any]:
-    """Run every section; returns the JSON document."""
+              console: Console | None = None, sections: Collection[str] = SECTIONS) -> dict[str, Any]:
+    """Run the ``sections`` (all by default); returns the JSON document."""
     log = Stages(console or make_console(stderr=True))  # a line per section, no source locations
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
+    attn: list[dict[str, Any]] = []
+    block: dict[str, Any] = {}
+    calib: list[dict[str, Any]] = []
+    reference: dict[str, Any] | None = None
     t0 = time.perf_counter()
     with use_machine(m):
-        log("GEMMs")
-        rows += bench_gemms(m, quick)
-        log("chains")
-        rows += bench_chains(m, quick)
-        if workloads:
+        if "gemms" in sections:
+            log("GEMMs (our plan, LX even split, torch-spyre's rules)")
+            rows += bench_gemms(m, quick)
+        if "chains" in sections:
+            log("chains")
+            rows += bench_chains(m, quick)
+        if workloads and "workloads" in sections:
             log(f"workloads: {', '.join(p.name for p in workloads)}")
             wl_rows, status = bench_workloads(m, workloads, max_numel)
             rows += wl_rows
             extra["workload_cases"] = status
-        log("hand-written attention vs the generic path")
-        attn = bench_attention(m, quick)
-        extra["attention_gain_min"] = min(r["gain"] for r in attn)
-        log("decoder block")
-        block_rows, block = bench_block(m, quick)
-        rows += block_rows
-        log("calibration")
-        calib = calibration(m)
+        if "attention" in sections:
+            log("hand-written attention vs the generic path")
+            attn = bench_attention(m, quick)
+            extra["attention_gain_min"] = min(r["gain"] for r in attn)
+        if "block" in sections:
+            log("decoder block")
+            block_rows, block = bench_block(m, quick)
+            rows += block_rows
+        if "calibration" in sections:
+            log("calibration (held-out measurements of the real card)")
+            calib = calibration(m)
+        if "reference" in sections:
+            log("torch-spyre's cost model on its sweep plan")
+            reference = reference_section(m, quick)
     extra["wall_s"] = time.perf_counter() - t0
+    extra["sections"] = [s for s in SECTIONS if s in sections and (s != "workloads" or workloads)]
     return {"machine": m.to_dict(), "kernels": rows, "decoder_block": block, "calibration": calib,
-            "attention": attn, "summary": summarize(rows, block, calib, extra)}
+            "vs_torch_spyre_cost_model": reference or {"skipped": "not run"}, "attention": attn,
+            "summary": summarize(rows, block, calib, extra, reference)}
+
+
+def _eta_pair(b: dict[str, Any] | None) -> str:
+    return f"{b['eta_datasheet']:.3f} / {b['eta_sustained']:.3f}" if b else "-"
 
 
 def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
+    """The bench tables and the summary."""
     console = console or make_console()
-    table = Table(title="GEMMs (eta vs the sustained roof; baselines in the same run)")
-    for col in ("gemm", "M x N x K", "us", "eta", "eta 1 core", "eta even split", "rho", "plan"):
+    table = Table(title="GEMMs: eta against the datasheet roof / the sustained roof (the simulator runs at the "
+                        "sustained rates, so the sustained eta measures only the model's own overheads); "
+                        "baselines from the same run, same denominators")
+    for col in ("gemm", "M x N x K", "us", "eta", "eta 1 core", "eta LX even split", "eta torch-spyre rules", "rho",
+                "rho even / t-s", "plan"):
         table.add_column(col)
     for r in doc["kernels"]:
         if r["source"] == "gemm":
+            ts = r.get("torch_spyre_rules")
             table.add_row(r["name"], "x".join(map(str, r["shape"])), f"{r['modeled_ns'] / 1e3:.0f}",
-                          f"{r['eta_sustained']:.3f}", f"{r['single_core']['eta_sustained']:.3f}",
-                          f"{r['even_split']['eta_sustained']:.3f}", f"{r['rho']:.2f}",
+                          _eta_pair(r), _eta_pair(r.get("single_core")), _eta_pair(r["even_split"]), _eta_pair(ts),
+                          f"{r['rho']:.2f}", f"{r['even_split']['rho']:.1f} / {ts['rho']:.1f}" if ts else "-",
                           f"{r['plan'].get('grid')} {r['plan'].get('order')} {r['plan'].get('tile')}")
     console.print(table)
     table = Table(title="chains (loop kernels)")
@@ -375,13 +461,39 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
         table.add_row("x".join(map(str, a["shape"])), str(a["causal"]), f"{a['handwritten_ns'] / 1e3:.1f}",
                       f"{a['generic_ns'] / 1e3:.1f}", f"{a['gain']:.2f}x", f"{a['max_abs_error']['handwritten']:.1e}")
     console.print(table)
-    table = Table(title="calibration against torch-spyre's measurements of the real card")
-    for col in ("measurement", "unit", "measured", "model", "error"):
-        table.add_column(col)
-    for c in doc["calibration"]:
-        table.add_row(c["name"], c["unit"], f"{c['measured']:.1f}", f"{c['model']:.1f}", f"{c['error']:+.1%}")
-    console.print(table)
+    _print_calibration(doc["calibration"], console)
+    _print_reference(doc.get("vs_torch_spyre_cost_model", {}), console)
     console.print_json(json.dumps(doc["summary"]))
+
+
+def _print_calibration(rows: Sequence[dict[str, Any]], console: Console) -> None:
+    s = cal.summary(rows)
+    table = Table(title=f"calibration against torch-spyre's measurements of the real card: "
+                        f"{s['calibration_fit_points']} fit points, {s['calibration_predicted_points']} held-out "
+                        "predictions (errors count only on those); 'stack' rows run our whole compiler")
+    for col in ("role", "measurement", "unit", "measured", "model", "error"):
+        table.add_column(col)
+    for c in rows:
+        table.add_row(c["role"], c["name"], c["unit"], f"{c['measured']:.3g}", f"{c['model']:.3g}",
+                      f"{c['error']:+.1%}")
+    console.print(table)
+
+
+def _print_reference(ref: dict[str, Any], console: Console) -> None:
+    if "skipped" in ref or not ref:
+        console.print(ref.get("skipped", "torch-spyre cost model comparison not run"))
+        return
+    table = Table(title=f"our modeled time against torch-spyre's cost model: {ref['compared']} configurations "
+                        f"(up to {ref['per_category_sample']} per category of the {ref['expressible_in_plan']} "
+                        f"our device can express, of {ref['configs_in_plan']} in the sweep plan)")
+    for col in ("category", "n", "MAPE", "Spearman", "ours / theirs (median)", "within their RMS band"):
+        table.add_column(col)
+    for cat, st in ref["per_category"].items():
+        table.add_row(cat, str(st["n"]), f"{st['mape']:.1%}",
+                      f"{st['spearman']:.3f}" if st["spearman"] is not None else "-", f"{st['median_ratio']:.2f}",
+                      f"{st['within_band']:.0%} of {st['published_rms_percent'][1]:g} %"
+                      if st.get("within_band") is not None else "-")
+    console.print(table)
 
 
 def command(args: argparse.Namespace) -> int:

@@ -15,12 +15,16 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bench", help="scheduler/emulator benchmark against the physical limits",
         description="Plan and emulate GEMMs, loop-kernel chains, the real-model workload cases, hand-written vs "
-                    "generic attention and a decoder block; report roofline efficiency, DRAM traffic against the "
-                    "compulsory bytes, single-core and even-split baselines from the same run, and calibration "
-                    "against measurements of the real card. Progress goes to stderr, a line per section.")
+                    "generic attention and a decoder block; report roofline efficiency (datasheet and sustained roofs), "
+                    "DRAM traffic against the compulsory bytes, single-core, LX-even-split and torch-spyre-rules "
+                    "baselines from the same run, calibration errors on held-out measurements of the real card, and "
+                    "our modeled times against torch-spyre's cost model. Progress goes to stderr, a line per "
+                    "section.")
     p.add_argument("--json", type=output_file, metavar="PATH",
                    help="write the full benchmark document to PATH (its folder must exist; default: none)")
-    p.add_argument("--quick", action="store_true", help="small shapes only, no workload files (CI smoke run)")
+    p.add_argument("--quick", action="store_true",
+                   help="small shapes only, no workload files, a small sample of the torch-spyre comparison "
+                        "(CI smoke run)")
     p.add_argument("--machine", type=machine_argument, metavar="SPEC",
                    help="machine overrides, e.g. cores=8,lx_kib=1024, or a .json/.yaml file (default: the Spyre card)")
     p.add_argument("--workloads", nargs="*", type=workload_file, default=None, metavar="FILE",

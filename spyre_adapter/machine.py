@@ -1,11 +1,15 @@
 """The IBM Spyre machine model: every parameter the scheduler and the emulator
 use, with its source, overridable for what-if studies.
 
-Sources (see ../shared/DESIGN.md):
-  [blog]  IBM Research, "Lifting the cover on the IBM Spyre accelerator"
-  [tsd]   torch-spyre docs/architecture and its cost model fitted on real cards
-  [rapid] RaPiD, ISCA 2021 (the core architecture Spyre descends from)
-  [fit]   fitted here to a torch-spyre measurement (see calibration.py)
+Every default names one source (``SOURCES``; the category of each is in
+:data:`spyre_adapter.calibration.CATEGORIES`):
+  [datasheet]    IBM Research, "Lifting the cover on the IBM Spyre accelerator"
+  [architecture] torch-spyre docs (architecture, work division, scratchpad planning);
+                 RaPiD, ISCA 2021 (the core Spyre descends from)
+  [measured]     a published torch-spyre measurement of the real card, used as the value
+  [fit]          fitted by :mod:`spyre_adapter.calibration` on its named fit points
+  [assumed]      no measurement constrains it; its effect on the held-out predictions
+                 is reported by ``python -m spyre_adapter.calibration``
 """
 
 from __future__ import annotations
@@ -40,13 +44,13 @@ class Machine:
     dram_nominal_gbps: float = 204.8
     dram_read_gbps: float = 150.0
     dram_mixed_gbps: float = 105.0
-    core_dma_gbps: float = 96.0
+    core_dma_gbps: float = 90.9
     ring_bytes_per_cycle: int = 128
     stick_bytes: int = 128
     span_bytes_per_core: int = 256 * 1024**2
     vector_bytes_per_cycle: int = 512
     sfu_cycles_per_stick: float = 2.0
-    kernel_launch_ns: float = 1500.0
+    kernel_launch_ns: float = 0.0
     dma_setup_ns: float = 120.0
     sync_ns: float = 400.0
 
@@ -130,30 +134,38 @@ class Machine:
 
 DEFAULT = Machine()
 
-#: Where each default comes from.
+#: Where each default comes from (see the module docstring for the tags).
 SOURCES: dict[str, str] = {
-    "cores": "[blog] 32 AI cores per card",
-    "corelets_per_core": "[blog]/[tsd] 2 corelets per core sharing one LX",
-    "pe_rows": "[rapid]/[tsd] 8x8 PE array per corelet",
-    "pe_cols": "[rapid]/[tsd] 8x8 PE array per corelet",
-    "clock_ghz": "[tsd] ~1.5 GHz (1536 MAC/ns per core / 1024 MAC per cycle)",
-    "peak_mac_per_ns_per_core": "[blog] 98.3 TFLOPS fp16 per card / 32 cores / 2 FLOP per MAC",
-    "sustained_mac_per_ns_per_core": "[tsd] fitted sustained matmul throughput",
-    "pe_full_rows": "[tsd] full PE efficiency needs >= 64 rows of M per core (8 passes of 8)",
-    "lx_bytes": "[blog]/[tsd] 2 MB scratchpad per core",
-    "lx_usable_bytes": "[tsd] ~1.6 MB usable for tensors",
-    "dram_bytes": "[blog] 128 GB LPDDR5",
-    "dram_nominal_gbps": "[blog] 204.8 GB/s LPDDR5",
-    "dram_read_gbps": "[tsd] ~150 GB/s sustained one direction",
-    "dram_mixed_gbps": "[tsd] ~105 GB/s mixed read/write",
-    "core_dma_gbps": "[fit] one core's DMA streaming rate (64 B/cycle), fitted to torch-spyre's 1-core softmax",
-    "ring_bytes_per_cycle": "[tsd] bidirectional ring, 128 B/cycle per direction",
-    "stick_bytes": "[tsd] 128-byte stick: the unit of layout and per-core work",
-    "span_bytes_per_core": "[tsd] 256 MB of contiguous device memory per tensor per core",
-    "vector_bytes_per_cycle": "[rapid]/[fit] elementwise work runs on the PE arrays' SIMD lanes as well as the "
-                              "1-D vector unit: 256 16-bit lanes per core; fitted with torch-spyre's 1-core softmax",
-    "sfu_cycles_per_stick": "[fit] transcendental (exp, rsqrt, div...) cost per stick, fitted to torch-spyre softmax",
-    "kernel_launch_ns": "[fit] per-kernel launch/teardown, fitted to torch-spyre small-kernel times",
-    "dma_setup_ns": "[fit] per-DMA-descriptor setup",
-    "sync_ns": "[fit] cross-core barrier",
+    "cores": "[datasheet] 32 AI cores per card",
+    "corelets_per_core": "[architecture] torch-spyre work_division_planning.md: 2 corelets per core sharing one LX",
+    "pe_rows": "[architecture] torch-spyre work_division_planning.md: 8x8 PE array per corelet (8 PT rows)",
+    "pe_cols": "[architecture] torch-spyre work_division_planning.md: 8x8 PE array per corelet",
+    "clock_ghz": "[architecture] ~1.5 GHz: the datasheet's 1536 MAC/ns per core over 1024 MAC per cycle per core",
+    "peak_mac_per_ns_per_core": "[datasheet] 98.3 TFLOPS fp16 per card / 32 cores / 2 FLOP per MAC",
+    "sustained_mac_per_ns_per_core": "[measured] torch-spyre cost_model.py mac_peak_per_core_ns: 1140 MAC/ns/core "
+                                     "fitted there on compute-dominant matmuls at 4-8 cores",
+    "pe_full_rows": "[architecture] torch-spyre cost model: full PE efficiency needs >= 64 rows of M per core "
+                    "(8 passes of 8)",
+    "lx_bytes": "[datasheet] 2 MB scratchpad per core",
+    "lx_usable_bytes": "[architecture] torch-spyre scratchpad_planning.md: ~1.55 MB usable per core "
+                       "((2 MB - 64 KB) x 0.8)",
+    "dram_bytes": "[datasheet] 128 GB LPDDR5",
+    "dram_nominal_gbps": "[datasheet] 204.8 GB/s LPDDR5",
+    "dram_read_gbps": "[measured] torch-spyre cost_model.py bw_peak_gbps: read-only reductions and read probes "
+                      "~145-155 GB/s at 32 cores",
+    "dram_mixed_gbps": "[measured] torch-spyre cost_model.py: balanced 1 read + 1 write (neg) ~105 GB/s at 32 cores",
+    "core_dma_gbps": "[fit] one core's DMA streaming rate, fitted on the 1-core softmax of torch-spyre's "
+                     "scratchpad_planning.md (23.67 us); see spyre_adapter.calibration",
+    "ring_bytes_per_cycle": "[architecture] torch-spyre docs: bidirectional ring, 128 B/cycle per direction",
+    "stick_bytes": "[architecture] 128-byte stick: the unit of layout and per-core work",
+    "span_bytes_per_core": "[architecture] torch-spyre work_division_planning.md: 255.996 MiB per-core span",
+    "vector_bytes_per_cycle": "[assumed] 256 16-bit lanes per core for elementwise work; no published figure, and "
+                              "the fit points are DMA-bound in the model (sensitivity in the calibration report)",
+    "sfu_cycles_per_stick": "[assumed] 2 cycles per stick for a transcendental (exp, rsqrt, div...); no published "
+                            "figure (sensitivity in the calibration report)",
+    "kernel_launch_ns": "[fit] per-kernel fixed time, fitted with core_dma_gbps on torch-spyre's 32-core add "
+                        "(64,16384) probe (52 us); lands at 0, as torch-spyre found for device kernel time "
+                        "(cost_model.py: 'no fixed term')",
+    "dma_setup_ns": "[assumed] per-DMA-descriptor setup; no published figure (sensitivity in the calibration report)",
+    "sync_ns": "[assumed] cross-core barrier; no published figure (sensitivity in the calibration report)",
 }

@@ -315,6 +315,52 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     return best[1]
 
 
+def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+              split: tuple[int, int, int, int], share: bool = False, orders: Sequence[str] = ORDERS,
+              largest_tiles: bool = False, simulate_best: int = 2) -> Program:
+    """A matmul on the fixed core grid ``split`` (batch, M, N, K) - how a baseline
+    planner's division is fed into the program builder. The tilings of that grid
+    that fit LX are tried in order: ``largest_tiles``, the largest output tile then
+    the largest K step (the "LX-sized tiles" of a simple even split, built as is);
+    otherwise cheapest first by the closed form, the best ``simulate_best`` built
+    ones simulated and the fastest kept."""
+    s = shape_of(kernel, sizes)
+    gb, gm, gn, gk = split
+    stick = m.stick_elems(s.out_isz)
+    bb, mb, nb, kb = _per_core(s, Grid(gb, gm, gn, gk, 0, 0, 0), m)
+    tiles = itertools.product({min(mb, t) for t in (32, 64, 128, 256, 512, 1024, mb)},
+                              {min(nb, t) for t in (stick, 128, 256, 512, 1024, nb)},
+                              {min(kb, t) for t in (64, 128, 256, 512, 1024, kb)}, orders)
+    fits = [(g, c) for g in (Grid(gb, gm, gn, gk, tm, tn, tk, share, o) for tm, tn, tk, o in tiles)
+            if (c := cost(s, g, m)) is not None and _stick_exclusive(kernel, s, g, m, sizes)]
+    if largest_tiles:
+        fits.sort(key=lambda gc: (-gc[0].tm * gc[0].tn, -gc[0].tk, gc[1].total_ns))
+    else:
+        fits.sort(key=lambda gc: gc[1].total_ns)
+    numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
+    built: list[tuple[float, Program]] = []
+    reasons = []
+    for g, c in fits:
+        plan = MatmulPlan(split, (g.tm, g.tn, g.tk), g.order, share, round(m.pe_efficiency(g.tm), 3),
+                          round(c.total_ns, 1), len(fits))
+        try:
+            prog = build_program(kernel, s, g, m, sizes, name, share, plan)
+            static_check(prog, m, numels)
+        except (LxFull, EmulatorError) as exc:
+            reasons.append(str(exc))
+            continue
+        if largest_tiles:
+            return prog
+        built.append((simulate(prog, m, keep_events=False).total_ns, prog))
+        if len(built) == simulate_best:
+            break
+    if not built:
+        raise MatmulUnplannable(f"no tiling of the {s.m}x{s.n}x{s.k} matmul on grid {split} fits the machine "
+                                f"({'; '.join(reasons[:2]) or 'no candidate'})",
+                                f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
+    return min(built, key=lambda tp: tp[0])[1]
+
+
 def _rows_line_up(s: MatmulShape, g: Grid, m: Machine, a_held: Sequence[Resident]) -> bool:
     """Whether every row tile of A lies within one holder's rows (a tile that
     straddles two holders would be read from DRAM); A-stationary orders never do."""

@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from ..shared_paths import find_shared
+
 
 @dataclasses.dataclass(frozen=True)
 class Defaults:
@@ -43,13 +45,10 @@ class WorkloadFile:
 
 def shared_workloads() -> Path:
     """``shared/workloads`` beside the checkout (the real-model files): the first
-    one found going up from here (a git worktree sits one level deeper)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents[2:]:
-        candidate = parent / "shared" / "workloads"
-        if candidate.is_dir():
-            return candidate
-    return here.parents[2] / "shared" / "workloads"
+    one found going up from here (a git worktree sits one level deeper); where it
+    would be beside the package when there is none (callers report it missing)."""
+    found, looked = find_shared(Path("shared") / "workloads")
+    return found if found is not None else looked[1]
 
 
 #: libyaml's loader when PyYAML was built with it (~10x faster on the real files).
