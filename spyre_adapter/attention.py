@@ -40,7 +40,7 @@ from .emulator.executable import Executable
 from .machine import Machine
 from .machine_spec import DoesNotFitError
 from .model.program import (AttentionPlan, CoreProgram, DmaLoad, DmaStore, Operand, Pe, Program, Region, Vec,
-                            itemsize)
+                            itemsize, with_buffers)
 from .scheduler.lx_alloc import LxFull, Slot, SlotView, allocate
 
 SCHEMA = "(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> Tensor"
@@ -318,7 +318,14 @@ def program_for(kernel: Any, m: Machine) -> Program:
     q, k, v = kernel.inputs[0], kernel.inputs[1], kernel.inputs[2]
     s = shape_of(q.size, k.size, v.size, bool(kernel.attr("causal", False)), q.dtype)
     p = plan(s, m, kernel.attr("scale"))
-    return dataclasses.replace(p, name=kernel.name)
+    # The plan names its DRAM buffers q, k, v, out (as the device call passes
+    # them); the graph's kernel has its own names.
+    names = {"q": q.name, "k": k.name, "v": v.name, "out": kernel.output.name}
+    out = kernel.output
+    if not out.size:  # a captured fallback call's output carries no layout: the call's own (contiguous)
+        spec = kernel_ir(s, kernel.name).output
+        kernel = dataclasses.replace(kernel, output=dataclasses.replace(spec, name=out.name))
+    return dataclasses.replace(with_buffers(p, names, kernel, p.bodies), name=kernel.name)
 
 
 @functools.lru_cache(maxsize=32)

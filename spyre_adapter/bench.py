@@ -89,6 +89,7 @@ def _measure(kernel: kir.Kernel, m: Machine, program: Any = None) -> tuple[metri
     """Metrics of a kernel's program on ``m`` (simulated; compulsory bytes from the
     kernel's reference semantics), and the hardware-rule error, if any."""
     p = program if program is not None else plan(kernel, m, {})
+    kernel = p.kernel if p.kernel is not None else kernel  # the planner may complete a captured layout
     error = None
     peaks: dict[int, int] = {}
     try:

@@ -17,6 +17,7 @@ from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad
+from spyre_adapter.model.program import with_buffers
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_shims.kernels import registered_kernels
@@ -120,6 +121,10 @@ def test_the_recorded_call_plans_as_the_hand_written_program() -> None:
     (call,) = [kk for kk in kernels if getattr(kk, "op", "") == "attention"]
     assert call.attr("causal") is True and call.attr("scale") == pytest.approx(1 / 8)
     p = plan(call, DEFAULT, {})
-    static_check(p, DEFAULT, {"q": q.numel(), "k": k.numel(), "v": v.numel(), "out": q.numel()})
+    # The program names the graph's buffers (the output's layout completed: the capture carries none).
+    assert [b.name for b in p.kernel.buffers] == [b.name for b in call.buffers]
+    assert tuple(p.kernel.output.size) == (1, 4, 256, 64)
+    static_check(p, DEFAULT, {b.name: int(b.storage_numel) for b in p.kernel.buffers})
     expected = attention.plan(attention.Shape(1, 4, 256, 256, 64, 2, True), DEFAULT)
-    assert p.plan == expected.plan and p.cores == expected.cores
+    names = dict(zip(("q", "k", "v", "out"), (b.name for b in p.kernel.buffers)))
+    assert p.plan == expected.plan and p.cores == with_buffers(expected, names, p.kernel, p.bodies).cores
