@@ -164,7 +164,7 @@ class SpyreBackend(Backend):
         ctx.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
-        outputs = set(dict(graph.meta).get("outputs", ()))
+        outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
         writes = [{k.output.name} if isinstance(k, kir.ExternKernel)

@@ -119,7 +119,7 @@ def _var_plus_const(body: Sequence[Instr], ref: Any, sizes: Mapping[sympy.Symbol
     """(var, c) when ``ref`` is index_expr(var + c)."""
     if not isinstance(ref, Ref) or body[ref.id].op != "index_expr":
         return None
-    expr = sympy.expand(_bind(sympy.sympify(body[ref.id].args[0]), sizes))
+    expr = sympy.expand(_bind(sidx.as_expr(body[ref.id].args[0]), sizes))
     free = list(expr.free_symbols)
     if len(free) != 1 or expr.coeff(free[0]) != 1 or not (expr - free[0]).is_Integer:
         return None
