@@ -12,6 +12,14 @@ from typing import Any
 from packaging.version import Version
 
 from spyre_compat.catalog import Catalog, Release, load_catalog, render_compat_table
+from spyre_compat.chart import render_chart
+from spyre_compat.extract import extract_release, write_surface
+from spyre_compat.report import build_rows, load_inputs, render_report
+from spyre_compat.results import load_results
+from spyre_compat.runner import run_compat
+from spyre_compat.source_tree import SourceTree
+from spyre_compat.sources import ensure_release, is_extracted, release_dir
+from spyre_compat.surface_spec import load_surface_spec
 from spyre_compat.paths import DEFAULT_TORCH_SRC, REPORT_MD, REPORT_PNG, SURFACE_DIR
 
 DEFAULT_WHEELS = Path("/work/wheels")
@@ -45,8 +53,6 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spyre_compat.report import build_rows, load_inputs, render_report
-
     inputs = load_inputs()
     text = render_report(inputs)
     if args.check:
@@ -61,8 +67,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     REPORT_MD.write_text(text, encoding="utf-8")
     print(f"wrote {REPORT_MD}")
     if not args.no_png:
-        from spyre_compat.chart import render_chart
-
         print(f"wrote {render_chart(build_rows(inputs), REPORT_PNG)}")
     return 0
 
@@ -72,11 +76,6 @@ def _selected(catalog: Catalog, names: Sequence[str]) -> list[Release]:
 
 
 def cmd_surface(args: argparse.Namespace) -> int:
-    from spyre_compat.extract import extract_release, write_surface
-    from spyre_compat.source_tree import SourceTree
-    from spyre_compat.sources import ensure_release, is_extracted, release_dir
-    from spyre_compat.surface_spec import load_surface_spec
-
     catalog = load_catalog()
     spec = load_surface_spec()
 
@@ -117,8 +116,6 @@ def cmd_surface(args: argparse.Namespace) -> int:
 
 
 def cmd_compat_run(args: argparse.Namespace) -> int:
-    from spyre_compat.runner import run_compat
-
     release = load_catalog().get(args.torch)
     pytest_args = [a for a in args.pytest_args if a != "--"]
     kwargs = {"results_dir": args.results} if args.results else {}
@@ -130,8 +127,6 @@ def cmd_compat_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace) -> int:
-    from spyre_compat.results import load_results
-
     statuses = {torch: r["status"] for torch, r in load_results().items()}
     sys.stdout.write(render_compat_table(load_catalog(), statuses, only_supported=not args.all))
     return 0

@@ -38,6 +38,7 @@ from spyre_shims.compilation import CompileCounts, count_compiles
 from spyre_shims.device import eager_op_counts
 from spyre_shims.runtime import reset_compiled
 
+from .backend import current_machine
 from .memory import available_bytes
 from .report import REPORT
 
@@ -331,8 +332,6 @@ def _compare(ref_seq: torch.Tensor, ref_logits: list[torch.Tensor], seq: torch.T
 def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
     """CPU eager reference, then the same model compiled on spyre; the result
     check and the device report with prefill and decode separated."""
-    from .backend import current_machine
-
     machine = machine or current_machine()
     config = make_config(opts.family, opts.config_path, opts.sizes)
     dtype = DTYPES[opts.dtype]
