@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from spyre_compat.catalog import load_catalog
-from spyre_compat.source_tree import ModuleIndex, render_signature
-from spyre_compat.sources import download_wheel
+from spyre_matrix.catalog import load_catalog
+from spyre_matrix.source_tree import ModuleIndex, render_signature
+from spyre_matrix.sources import download_wheel
 
 from .api_index import INDEXED_PACKAGES, INDEX_PATH, SCHEMA
 

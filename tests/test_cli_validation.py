@@ -117,7 +117,7 @@ ROWS: list[tuple[str, list[str], list[str]]] = [
     ("migrate-jobs-zero", ["migrate", "-j", "0", "{tmp}"], ["-j/--jobs", "0", "integer >= 1"]),
     ("migrate-from-unknown", ["migrate", "--from", "9.9", "{tmp}"], ["--from", "9.9", "2.4 to 2.15"]),
     ("migrate-no-paths", ["migrate"], ["PATHS", "at least one"]),
-    # the matrix commands (arguments defined by spyre_compat.cli)
+    # the matrix commands (arguments defined by spyre_matrix.cli)
     ("surface-release-unknown", ["surface", "9.9"], ["releases", "9.9", "2.13.0"]),
     ("surface-out-missing", ["surface", "--installed", "--out", "{tmp}/nodir"], ["--out", "nodir", "existing folder"]),
     ("compat-run-release-unknown", ["compat-run", "--torch", "1.0"], ["--torch", "1.0", "2.13.0"]),

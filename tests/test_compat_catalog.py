@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from spyre_compat.catalog import load_catalog, parse_catalog, render_compat_table
+from spyre_matrix.catalog import load_catalog, parse_catalog, render_compat_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ import runpy, sys
 class HideInstalledProject:  # as on a CI runner where only nox is installed
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name == "spyre_compat":
+        if name == "spyre_matrix":
             raise ImportError(name)
         return None
 

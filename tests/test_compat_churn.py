@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_compat.churn import diff_api, tree_diff, tree_stats
+from spyre_matrix.churn import diff_api, tree_diff, tree_stats
 
 
 def test_unchanged_api_has_no_churn() -> None:

@@ -7,15 +7,15 @@ import os
 
 import pytest
 
-from spyre_compat.adapters import read_adapter
-from spyre_compat.catalog import parse_catalog
-from spyre_compat.cli import cmd_report, register
-from spyre_compat.paths import REPORT_MD
-from spyre_compat.report import ReportInputs, build_rows, default_report_text, load_inputs, render_report
-from spyre_compat.results import SuiteCounts, make_result
-from spyre_compat.runner import MATRIX_ENV
-from spyre_compat.surface_spec import Location, SurfaceSymbol
-from spyre_compat.vendor import VendorLine
+from spyre_matrix.adapters import read_adapter
+from spyre_matrix.catalog import parse_catalog
+from spyre_matrix.cli import cmd_report, register
+from spyre_matrix.paths import REPORT_MD
+from spyre_matrix.report import ReportInputs, build_rows, default_report_text, load_inputs, render_report
+from spyre_matrix.results import SuiteCounts, make_result
+from spyre_matrix.runner import MATRIX_ENV
+from spyre_surface import Location, SurfaceSymbol
+from spyre_matrix.vendor import VendorLine
 
 
 def test_committed_report_is_current() -> None:
@@ -23,7 +23,7 @@ def test_committed_report_is_current() -> None:
         pytest.skip("a matrix session is rewriting results/; the default test run checks staleness")
     committed = REPORT_MD.read_text(encoding="utf-8") if REPORT_MD.is_file() else ""
     assert committed == default_report_text(), (
-        "compat_matrix/REPORT.md is stale: run `nox -s report` (offline: `python -m spyre_compat report`)")
+        "compat_matrix/REPORT.md is stale: run `nox -s report` (offline: `python -m spyre_matrix report`)")
 
 
 def test_report_is_deterministic() -> None:
@@ -112,7 +112,7 @@ def test_missing_adapters_folder_is_stated(inputs: ReportInputs) -> None:
 
 def test_chart_is_written(inputs: ReportInputs, tmp_path) -> None:
     pytest.importorskip("matplotlib")
-    from spyre_compat.chart import render_chart
+    from spyre_matrix.chart import render_chart
 
     path = render_chart(build_rows(inputs), tmp_path / "report.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_compat.results import (
+from spyre_matrix.results import (
     SuiteCounts,
     load_results,
     make_result,
@@ -18,7 +18,7 @@ from spyre_compat.results import (
     validate_result,
     write_result,
 )
-from spyre_compat.runner import installed_torch, run_compat
+from spyre_matrix.runner import installed_torch, run_compat
 
 JUNIT_SUITES = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests">
@@ -176,7 +176,7 @@ def _git(repo: Path, *args: str) -> None:
 
 @pytest.mark.skipif(__import__("shutil").which("git") is None, reason="needs git")
 def test_source_commit_marks_local_changes_but_not_results(tmp_path: Path) -> None:
-    from spyre_compat.runner import source_commit
+    from spyre_matrix.runner import source_commit
 
     repo = tmp_path / "repo"
     (repo / "compat_matrix" / "results").mkdir(parents=True)

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from spyre_compat.catalog import load_catalog
-from spyre_compat.churn import diff_api
-from spyre_compat.extract import classify, extract_release, read_surface, surface_renames
-from spyre_compat.source_tree import SourceTree, parameter_names, render_signature
-from spyre_compat.surface_spec import load_surface_spec
+from spyre_matrix.catalog import load_catalog
+from spyre_matrix.churn import diff_api
+from spyre_matrix.extract import classify, extract_release, read_surface, surface_renames
+from spyre_matrix.source_tree import SourceTree, parameter_names, render_signature
+from spyre_surface import load_surface_spec
 
-# (module, name, kind, params, alias "module:name"): the shape of shims/_torch/surface.toml
+# (module, name, kind, params, alias "module:name"): the shape of surface/surface.toml
 WRAPPER, SIZEVARS = "torch._inductor.codegen.wrapper", "torch._inductor.sizevars"
 SYMBOLS = [
     (WRAPPER, "PythonWrapperCodegen", "class", None, f"{WRAPPER}:WrapperCodeGen"),
@@ -247,7 +247,7 @@ def test_parameter_names_drop_markers() -> None:
 
 def test_installed_torch_is_located_without_importing_it() -> None:
     code = (
-        "import sys; from spyre_compat.source_tree import SourceTree;"
+        "import sys; from spyre_matrix.source_tree import SourceTree;"
         "tree = SourceTree.installed(); assert 'torch' not in sys.modules, 'torch was imported';"
         "print(tree.version)"
     )
@@ -265,8 +265,8 @@ def test_committed_surface_covers_catalog_and_current_spec() -> None:
         record = read_surface(release.torch)
         assert record is not None, f"no compat_matrix/surface/{release.torch}.json: run `nox -s surface`"
         assert set(record["symbols"]) == spec_keys, (
-            f"{release.torch}: surface data predates shims/_torch/surface.toml; run `nox -s surface` "
-            "(or `python -m spyre_compat surface` with sources in /work/torch-src)")
+            f"{release.torch}: surface data predates surface/surface.toml; run `nox -s surface` "
+            "(or `python -m spyre_matrix surface` --src DIR with extracted sources)")
 
 
 def test_committed_surface_matches_known_release_facts() -> None:
@@ -300,7 +300,7 @@ def test_committed_surface_matches_a_fresh_extraction_of_the_installed_torch() -
 def test_wheel_extraction_keeps_only_the_analysed_trees(tmp_path: Path) -> None:
     import zipfile
 
-    from spyre_compat.sources import MARKER, ensure_release
+    from spyre_matrix.sources import MARKER, ensure_release
 
     wheels = tmp_path / "wheels"
     wheels.mkdir()

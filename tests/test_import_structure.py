@@ -16,7 +16,7 @@ import grimp
 ROOT = Path(__file__).resolve().parents[1]
 #: Import name -> folder (pyproject's package-dir).
 PACKAGES = {"spyre_shims": "shims", "spyre_adapter": "spyre_adapter", "spyre_codemods": "codemods",
-            "spyre_compat": "compat_matrix"}
+            "spyre_matrix": "compat_matrix", "spyre_surface": "surface"}
 
 #: (file, function) -> why the import waits until the call. Nothing else may import
 #: a project module inside a function.

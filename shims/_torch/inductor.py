@@ -3,7 +3,7 @@
 Everything the shims need from ``torch._inductor`` / ``torch._dynamo`` goes
 through this module: symbols that moved are looked up in each known location
 (feature detection), and call signatures that changed are normalised here.
-``surface.toml`` lists the same symbols for the probe and the matrix report.
+``spyre_surface`` (``surface/surface.toml``) lists the same symbols for the probe and the matrix report.
 """
 
 from __future__ import annotations

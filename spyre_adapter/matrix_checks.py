@@ -1,5 +1,5 @@
-"""Checks, before any work, of ``surface``/``compat-run`` (arguments defined by
-:mod:`spyre_compat.cli`): the same classes of bad input as every other command
+"""Checks, before any work, of ``report``/``surface``/``compat-run`` (arguments defined by
+:mod:`spyre_matrix.cli`): the same classes of bad input as every other command
 get one line and exit status 2."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from spyre_compat.catalog import load_catalog
+from spyre_matrix.catalog import load_catalog
 
 from .argcheck import ArgError
 
-__all__ = ["check_surface", "check_compat_run"]
+__all__ = ["check_report", "check_surface", "check_compat_run"]
 
 
 def _catalog_release(argument: str, text: str) -> None:
@@ -26,6 +26,12 @@ def _catalog_release(argument: str, text: str) -> None:
 def _existing_dir(argument: str, path: Path | None) -> None:
     if path is not None and not Path(path).is_dir():
         raise ArgError(argument, str(path), "expected an existing folder (create it first)")
+
+
+def check_report(args: argparse.Namespace) -> None:
+    """``report``: existing vendor folders."""
+    for path in args.vendor:
+        _existing_dir("--vendor", path)
 
 
 def check_surface(args: argparse.Namespace) -> None:
