@@ -199,13 +199,22 @@ def opinfo(session: nox.Session) -> None:
     session.run("python", "-m", "spyre_adapter.opinfo", *session.posargs)
 
 
+def _shared_workload_files() -> list[str]:
+    """The real-model workload files: ``shared/workloads`` beside this checkout
+    (the first one going up; a git worktree sits one level deeper)."""
+    for parent in ROOT.parents:
+        folder = parent / "shared" / "workloads"
+        if folder.is_dir():
+            return sorted(str(p) for p in folder.glob("*.yaml") if p.name != "template.yaml")
+    return []
+
+
 @nox.session(python=PYTHON, venv_backend="venv")
 def workloads(session: nox.Session) -> None:
-    """Every case of the real-model workload files (../shared/workloads by default,
+    """Every case of the real-model workload files (shared/workloads beside the checkout by default,
     or the files given after `--`): one JSON per file in results/workloads/."""
     _install_project(session, f"torch=={CATALOG.development}")
-    files = session.posargs or sorted(str(p) for p in (ROOT.parent / "shared" / "workloads").glob("*.yaml")
-                                      if p.name != "template.yaml")
+    files = session.posargs or _shared_workload_files()
     for path in files:
         out = ROOT / "results" / "workloads" / f"{Path(path).stem}.json"
         session.run("python", "-m", "spyre_adapter.workloads", path, "--json", str(out))
@@ -222,4 +231,6 @@ def bench(session: nox.Session) -> None:
     _install_project(session, f"torch=={CATALOG.development}")
     out = ROOT / "results" / "bench" / "bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    session.run("spyre-adapter", "bench", "--json", str(out), *session.posargs)
+    workloads = () if "--quick" in session.posargs or "--workloads" in session.posargs else (
+        "--workloads", *_shared_workload_files())
+    session.run("spyre-adapter", "bench", "--json", str(out), *workloads, *session.posargs)

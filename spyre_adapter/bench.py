@@ -42,13 +42,12 @@ from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
 from .console import Stages, make_console
-from .workloads.spec import load, shared_workloads
+from .workloads.spec import load
 
-SHARED = shared_workloads()
 
 #: Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, intermediate 14336) and
 #: granite-3.3-8b (intermediate 12800) projections, prefill (2048 tokens) and
-#: decode (12 tokens, as in ../shared/workloads).
+#: decode (12 tokens, as in the real-model workload files).
 LLM_GEMMS = [
     ("llama8b.qo_proj", 2048, 4096, 4096), ("llama8b.kv_proj", 2048, 1024, 4096),
     ("llama8b.gate_up_proj", 2048, 14336, 4096), ("llama8b.down_proj", 2048, 4096, 14336),
@@ -386,12 +385,7 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter bench`` (arguments checked by :mod:`spyre_adapter.bench_cli`)."""
-    if args.workloads is not None:
-        files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
-    elif args.quick:
-        files = []
-    else:
-        files = sorted(p for p in SHARED.glob("*.yaml") if p.name != "template.yaml")
+    files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
     doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel)
     print_bench(doc)
     if args.json:

@@ -1,11 +1,11 @@
 """The IBM Spyre machine model: every parameter the scheduler and the emulator
 use, with its source, overridable for what-if studies.
 
-Sources (see ../shared/DESIGN.md):
+Sources (the project's design document lists them in full):
   [blog]  IBM Research, "Lifting the cover on the IBM Spyre accelerator"
   [tsd]   torch-spyre docs/architecture and its cost model fitted on real cards
   [rapid] RaPiD, ISCA 2021 (the core architecture Spyre descends from)
-  [fit]   fitted here to a torch-spyre measurement (see calibration.py)
+  [fit]   fitted here to a torch-spyre measurement (``spyre-adapter bench`` reports the calibration)
 """
 
 from __future__ import annotations

@@ -53,3 +53,15 @@ def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: f
                 assert torch.equal(g, e)
     assert current().report.launch_count > launches_before or fallbacks, "no device kernel ran"
     return fallbacks
+
+
+def shared_workloads() -> "Path":
+    """``shared/workloads`` beside the checkout (the real-model files): the first
+    one found going up from the tests (a git worktree sits one level deeper)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "shared" / "workloads").is_dir():
+            return parent / "shared" / "workloads"
+    return here.parents[1] / "shared" / "workloads"

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from helpers import shared_workloads
 from spyre_adapter.workloads import builders, differential as diff, spec
 from spyre_adapter.workloads.cli import main as workloads_main
 from spyre_adapter.workloads.literals import parse_literal
 from spyre_adapter.workloads.runner import run_files
 
-WORKLOADS = spec.shared_workloads()
+WORKLOADS = shared_workloads()
 REAL_FILES = sorted(WORKLOADS.glob("*-Instruct.yaml")) + sorted(WORKLOADS.glob("*-instruct.yaml"))
 OK = (diff.PASS, diff.PASS_NO_KERNEL, diff.FALLBACK)
 

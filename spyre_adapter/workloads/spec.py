@@ -41,17 +41,6 @@ class WorkloadFile:
     cases: tuple[CaseSpec, ...]
 
 
-def shared_workloads() -> Path:
-    """``shared/workloads`` beside the checkout (the real-model files): the first
-    one found going up from here (a git worktree sits one level deeper)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents[2:]:
-        candidate = parent / "shared" / "workloads"
-        if candidate.is_dir():
-            return candidate
-    return here.parents[2] / "shared" / "workloads"
-
-
 #: libyaml's loader when PyYAML was built with it (~10x faster on the real files).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
