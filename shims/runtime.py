@@ -21,6 +21,7 @@ from ._registry import count, get_backend, stats
 from ._torch.inductor import reset_dynamo
 from .backend import Backend, Launch, register_backend, warn_fallback
 from .device import host_flat
+from ._torch.dispatch import outside_dispatch_modes
 from .jsonform import FormatError
 from .kernel_ir import GraphIR, from_json
 from .reference import run_kernel
@@ -61,7 +62,8 @@ class LoadedKernel:
 
     def __call__(self, *tensors: torch.Tensor, **sizes: int) -> None:
         bufs = {name: host_flat(t) for name, t in zip(self.args, tensors)}
-        self.launch(bufs, {_index.index_symbol(k): int(v) for k, v in sizes.items()})
+        with outside_dispatch_modes():  # the backend's work is device execution, not graph ops
+            self.launch(bufs, {_index.index_symbol(k): int(v) for k, v in sizes.items()})
 
     def __repr__(self) -> str:
         return f"LoadedKernel({self.name}, args={self.args})"

@@ -86,7 +86,7 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
         raise UnsupportedKernelError(f"kernel kind {kind}", kernel.name, "no Spyre planner")
     cache = current().programs
     key = cache.key(kernel, m, dict(sizes), kind)
-    p = cache.get(key)
+    p = cache.get(key, kernel)
     if p is None:
         try:
             p = planner(kernel, m, sizes)
@@ -94,7 +94,7 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
             raise exc.in_kernel(kernel.name) from None
         except (LxFull, EmulatorError) as exc:
             raise DoesNotFitError(str(exc), f"lx_usable_bytes={m.lx_usable_bytes} per core", kernel.name) from None
-        cache.put(key, p)
+        cache.put(key, p, kernel)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name)
 
 

@@ -5,6 +5,7 @@ what plans and runs kernels (no module keeps machine state of its own)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,48 +17,84 @@ from spyre_shims import kernel_ir as kir
 
 from .emulator.executor import Card
 from .machine import Machine
-from .model.program import Program
+from .model.program import Program, with_buffers
 from .report import REPORT, DeviceReport
 
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
 
 
 class ProgramCache:
-    """Programs by kernel signature (its Kernel IR without its name), machine and
-    sizes: identical kernels - every layer of a model - are planned once."""
+    """Programs by kernel *structure*: the Kernel IR with buffer and kernel names
+    made positional, the machine and the sizes. Identical kernels - every layer of
+    a model - are planned once; a hit is the cached program with the new kernel's
+    buffer names."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._programs: dict[str, Program] = {}
+        self._programs: dict[str, tuple[Program, tuple[str, ...]]] = {}
         self.hits = 0
         self.misses = 0
 
     @staticmethod
-    def key(kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
-        doc = json.loads(kir.to_json(kernel))
-        doc["name"] = ""
+    def buffer_names(kernel: Any) -> tuple[str, ...]:
+        """The kernel's buffer names in order (the positional renaming's source)."""
+        return tuple(dict.fromkeys(b.name for b in kernel.buffers))
+
+    @classmethod
+    def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
+        text = kir.to_json(kernel)
+        doc = json.loads(text)
+        canon = {name: f"#b{n}" for n, name in enumerate(cls.buffer_names(kernel))}
+        doc = _rename(doc, canon)
         h = hashlib.sha256(json.dumps(doc, sort_keys=True).encode())
         h.update(json.dumps(m.to_dict(), sort_keys=True).encode())
         h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
         h.update(extra.encode())
         return h.hexdigest()
 
-    def get(self, key: str) -> Program | None:
+    def get(self, key: str, kernel: Any) -> Program | None:
+        """The program cached under ``key``, for ``kernel`` (its names)."""
         with self._lock:
-            p = self._programs.get(key)
-            if p is None:
+            got = self._programs.get(key)
+            if got is None:
                 self.misses += 1
-            else:
-                self.hits += 1
-            return p
+                return None
+            self.hits += 1
+        p, names = got
+        mine = self.buffer_names(kernel)
+        if names == mine:
+            return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
+        bodies = p.bodies
+        if isinstance(kernel, kir.KernelGroup):
+            bodies = tuple(kernel.kernels) + p.bodies[len(kernel.kernels):]
+        return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
 
-    def put(self, key: str, p: Program) -> None:
+    def put(self, key: str, p: Program, kernel: Any) -> None:
         with self._lock:
-            self._programs[key] = p
+            self._programs[key] = (p, self.buffer_names(kernel))
 
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
+
+
+def _rename(doc: Any, canon: dict[str, str]) -> Any:
+    """A Kernel IR JSON document with buffer names positional and kernel names,
+    origins and the group's name dropped (they differ between identical layers)."""
+    if isinstance(doc, dict):
+        out = {}
+        for k, v in doc.items():
+            if k in ("name",) and doc.get("$t") in ("LoopKernel", "KernelGroup", "ExternKernel"):
+                continue
+            if k == "origins":
+                continue
+            out[k] = _rename(v, canon)
+        return out
+    if isinstance(doc, list):
+        return [_rename(x, canon) for x in doc]
+    if isinstance(doc, str):
+        return canon.get(doc, doc)
+    return doc
 
 
 class DeviceContext:

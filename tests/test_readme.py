@@ -75,6 +75,10 @@ def _spyre_adapter(argv: list[str], tmp_path: Path) -> None:
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 0 and "usage: spyre-adapter" in res.stdout, res.stderr
         return
+    if "--hf-config" in argv:  # a config the reader brings: stand one in
+        config = tmp_path / argv[argv.index("--hf-config") + 1]
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text('{"model_type": "llama"}')
     cwd = Path.cwd()
     os.chdir(tmp_path)  # relative output paths as a user in a fresh folder would give them
     try:

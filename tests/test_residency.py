@@ -100,7 +100,7 @@ def test_what_does_not_fit_goes_through_dram_and_outputs_are_stored() -> None:
 
 
 def test_norm_output_stays_in_lx_for_every_matmul_reading_it(report) -> None:
-    graphs, lx = _compile(_qkv, _args((64, 512), (512,), (512, 256), (512, 128)), report)
+    graphs, lx = _compile(_qkv, _args((128, 512), (512,), (512, 256), (512, 128)), report)
     assert lx["kept"] == 1 and lx["readers_served"] == 2 and lx["stores_elided"] == 1
     kernels = [k for g in graphs for k in g.kernels]
     before = [plan(k, DEFAULT, {}) for k in kernels]
@@ -112,8 +112,9 @@ def test_norm_output_stays_in_lx_for_every_matmul_reading_it(report) -> None:
         if p.kind == "matmul":  # A rows from the holders' LX: in place there, over the ring elsewhere
             assert not any(isinstance(i, DmaLoad) and i.src.buffer == h for c in p.cores for i in c.instrs)
             assert p.lx_in
+    # h never reaches DRAM (the readers may re-tile B, so total bytes need not drop); time does.
+    assert not any(isinstance(i, DmaStore) and i.dst.buffer == h for c in after[0].cores for i in c.instrs)
     sims = [[timing.simulate(p, DEFAULT) for p in ps] for ps in (before, after)]
-    assert sum(t.dram_bytes for t in sims[1]) < sum(t.dram_bytes for t in sims[0])
     assert sum(t.total_ns for t in sims[1]) < sum(t.total_ns for t in sims[0])
 
 

@@ -560,3 +560,25 @@ def dram_accesses(ins: Instruction) -> tuple[list[Region | str], list[Region | s
     if isinstance(ins, DmaScatter):
         return ([ins.buffer] if ins.accumulate else []), [ins.buffer]
     return [], []
+
+
+# ------------------------------------------------------------------ renaming
+
+def with_buffers(p: Program, names: dict[str, str], kernel: Any, bodies: tuple[kir.LoopKernel, ...]) -> Program:
+    """``p`` for another kernel of identical structure: DRAM buffer names mapped by
+    ``names``, the Kernel IR and loop bodies replaced (same positions)."""
+    def region(r: Region) -> Region:
+        return dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer))
+
+    def instr(ins: Instruction) -> Instruction:
+        if isinstance(ins, DmaLoad):
+            return DmaLoad(region(ins.src), ins.dst)
+        if isinstance(ins, DmaStore):
+            return DmaStore(ins.src, region(ins.dst), ins.accumulate)
+        if isinstance(ins, (DmaGather, DmaScatter)):
+            return dataclasses.replace(ins, buffer=names.get(ins.buffer, ins.buffer))
+        return ins
+
+    cores = tuple(dataclasses.replace(c, instrs=tuple(instr(i) for i in c.instrs)) for c in p.cores)
+    workspace = tuple((names.get(n, n), dt, k) for n, dt, k in p.workspace)
+    return dataclasses.replace(p, kernel=kernel, bodies=bodies, cores=cores, workspace=workspace)

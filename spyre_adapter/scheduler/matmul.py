@@ -268,9 +268,10 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     tried = 0
     reasons = []
     for g, c in ranked:
-        if tried == REFINE or len(reasons) > 3 * REFINE:
+        if tried == REFINE or len(reasons) > 3 * REFINE or (best is not None and not a_held and
+                                                            c.total_ns > REFINE_SLACK * ranked[0][1].total_ns):
             break
-        if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and g.order == "a"):
+        if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         bb, mb, nb, kb = _per_core(s, g, m)
         eff = m.pe_efficiency(min(g.tm, mb))
@@ -293,6 +294,17 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     return best[1]
 
 
+def _rows_line_up(s: MatmulShape, g: Grid, m: Machine, a_held: Sequence[Resident]) -> bool:
+    """Whether every row tile of A lies within one holder's rows (a tile that
+    straddles two holders would be read from DRAM); A-stationary orders never do."""
+    if g.order == "a":
+        return False
+    _, mb, _, _ = _per_core(s, g, m)
+    tm = min(g.tm, mb)
+    starts = {c * mb + t for c in range(g.gm) for t in range(0, mb, tm)} | {s.m}
+    return all(r.lo // s.k in starts and r.hi // s.k in starts for r in a_held)
+
+
 def _stick_exclusive(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine,
                      sizes: Mapping[sympy.Symbol, int]) -> bool:
     """Whether every core's block of the output starts on a stick of its own
@@ -312,8 +324,10 @@ def _stick_exclusive(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine,
     return True
 
 
-#: How many of the best-ranked grids are built and simulated before choosing.
-REFINE = 4
+#: How many of the best-ranked grids are built and simulated before choosing
+#: (only those within REFINE_SLACK of the best estimate).
+REFINE = 3
+REFINE_SLACK = 1.25
 
 
 def _empty_sum(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str) -> Program:
@@ -340,3 +354,20 @@ def _empty_sum(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, in
     lk = kir.LoopKernel(f"{name}_fill", tuple(out.size), (), tuple(body))
     group = kir.KernelGroup(name, (lk,), tuple(buffers), tuple(b.name for b in buffers))
     return plan_group(group, m, sizes, name)
+
+
+def replan_with_held_a(p: Program, m: Machine, a_held: Sequence[Resident]) -> Program:
+    """Matmul program ``p`` rebuilt on its own grid and tiles, its A rows streamed
+    from the LX of the cores holding them (``a_held``) instead of DRAM; an A-stationary
+    order becomes output-stationary. Raises :class:`LxFull`/:class:`EmulatorError`."""
+    kernel = p.kernel
+    sizes = {sidx.index_symbol(k): v for k, v in p.sizes}
+    s = shape_of(kernel, sizes)
+    gb, gm, gn, gk = p.plan.grid
+    tm, tn, tk = p.plan.tile
+    order = "c" if p.plan.order == "a" else p.plan.order
+    g = Grid(gb, gm, gn, gk, tm, tn, tk, share=False, order=order)
+    plan = dataclasses.replace(p.plan, order=order)
+    prog = build_program(kernel, s, g, m, sizes, p.name, p.plan.share, plan, a_held)
+    static_check(prog, m, {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers})
+    return prog

@@ -32,7 +32,7 @@ from ..model.timing import simulate
 from .loop_program import Hold
 from .loops import Division, Residency, SchedulingError, plan_group
 from .lx_alloc import LxFull
-from .matmul import MatmulUnplannable, plan_matmul
+from .matmul import MatmulUnplannable, plan_matmul, replan_with_held_a
 
 __all__ = ["Decision", "plan_residency", "summary"]
 
@@ -121,6 +121,14 @@ def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine) 
     k = _a_operand(q.kernel, buf)
     if k is None or any(r.lo % k or r.hi % k for r in residents):
         return None
+    # Its own grid first (cheap, keeps the tiles the planner chose); when those
+    # tiles straddle holders, search the grids whose row blocks line up.
+    try:
+        r = replan_with_held_a(q, m, residents)
+        if not _loads(r, buf):
+            return r
+    except (LxFull, EmulatorError):
+        pass
     try:
         r = plan_matmul(q.kernel, m, {sidx.index_symbol(n): v for n, v in q.sizes}, q.name, a_held=residents)
     except (MatmulUnplannable, LxFull, EmulatorError):
