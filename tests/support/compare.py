@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -12,6 +13,14 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from spyre_shims.backend import FallbackWarning
 from spyre_adapter.context import current
+
+
+#: Tolerances of device results against CPU eager, per dtype.
+TOLERANCES = {
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.float16: {"atol": 1e-2, "rtol": 1e-2},
+    torch.bfloat16: {"atol": 8e-2, "rtol": 5e-2},
+}
 
 
 def to_device(x: Any, device: str) -> Any:
@@ -55,11 +64,9 @@ def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: f
     return fallbacks
 
 
-def shared_workloads() -> "Path":
+def shared_workloads() -> Path:
     """``shared/workloads`` beside the checkout (the real-model files): the first
     one found going up from the tests (a git worktree sits one level deeper)."""
-    from pathlib import Path
-
     here = Path(__file__).resolve()
     for parent in here.parents:
         if (parent / "shared" / "workloads").is_dir():

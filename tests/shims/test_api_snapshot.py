@@ -21,7 +21,7 @@ import pytest
 import spyre_shims
 from spyre_shims import backend, index, kernel_ir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("api_snapshot", ROOT / "tools" / "api_snapshot.py")
 assert _spec is not None and _spec.loader is not None
 api_snapshot = importlib.util.module_from_spec(_spec)

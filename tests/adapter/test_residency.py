@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-import kernels as K
+from tests.support import kernels as K
 from spyre_adapter.backend import plan
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.context import use_machine

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels as K
+from tests.support import kernels as K
 from spyre_adapter.backend import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute

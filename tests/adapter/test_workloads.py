@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import shared_workloads
+from tests.support.compare import shared_workloads
 from spyre_adapter.workloads import builders, differential as diff, spec
 from spyre_adapter.workloads.cli import main as workloads_main
 from spyre_adapter.workloads.literals import parse_literal

@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from spyre_matrix.catalog import load_catalog, parse_catalog, render_compat_table
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _doc(*releases: dict, **top: object) -> dict:

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-import kernels as K
+from tests.support import kernels as K
 from spyre_adapter.backend import plan
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT

@@ -7,7 +7,7 @@ from collections import Counter
 
 import torch
 
-import kernels as K
+from tests.support import kernels as K
 from spyre_adapter import models
 from spyre_adapter.backend import plan
 from spyre_adapter.machine import DEFAULT

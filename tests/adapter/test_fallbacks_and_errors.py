@@ -6,7 +6,7 @@ import pytest
 import torch
 from packaging.version import Version
 
-from helpers import assert_matches_eager
+from tests.support.compare import assert_matches_eager
 from spyre_shims._torch import version as shim_version
 from spyre_shims.errors import UnsupportedTorchError
 

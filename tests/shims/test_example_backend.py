@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from layering_contract import violations_in
+from tests.support.layering_contract import violations_in
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "minimal_backend"
 BACKEND_FILE = EXAMPLE / "minimal_backend.py"
 GUIDES = sorted((ROOT / "docs").glob("**/*.md"))

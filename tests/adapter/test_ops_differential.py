@@ -10,8 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TOLERANCES
-from helpers import assert_matches_eager
+from tests.support.compare import TOLERANCES, assert_matches_eager
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
