@@ -41,9 +41,17 @@ def _backend(device: str, ref: str) -> Backend:
     backend = get_backend(device)
     if backend is None:
         mod, _, attr = ref.partition(":")
-        obj: Any = importlib.import_module(mod)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        try:
+            obj: Any = importlib.import_module(mod)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError, ValueError, TypeError) as exc:
+            raise FormatError(f"kernel envelope: backend {ref[:80]!r} cannot be found ({type(exc).__name__})") from None
+        # Only a Backend (class or instance) for this device is used: a cached
+        # envelope naming anything else is refused, not called.
+        if not (isinstance(obj, Backend) or isinstance(obj, type) and issubclass(obj, Backend)) \
+                or getattr(obj, "device", None) != device:
+            raise FormatError(f"kernel envelope: backend {ref[:80]!r} is not a Backend for device {device!r}")
         backend = obj() if isinstance(obj, type) else obj
         if get_backend(device) is None:
             register_backend(backend)

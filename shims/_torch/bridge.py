@@ -26,6 +26,7 @@ from ..index import as_expr
 from ..kernel_ir import FusionCandidate
 from . import capture
 from . import inductor as ind
+from .cachedir import ensure_private
 from .patches import REGISTRY, Patch
 
 if TYPE_CHECKING:  # annotations only: spyre_shims.backend installs this module, not the reverse
@@ -391,7 +392,9 @@ def _make_cache_pass(backend: Backend) -> Any:
 
 
 def install(backend: Backend) -> None:
-    """Register Inductor scheduling, wrapper, op overrides and device interface."""
+    """Register Inductor scheduling, wrapper, op overrides and device interface
+    (after making Inductor's cache folder, where the generated code lands, private)."""
+    ensure_private()
     device = backend.device
     scheduling = _make_scheduling(device)
     wrapper = _make_wrapper(device)
