@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import sympy
 import torch
 import torch.nn.functional as F
 from rich.console import Console
@@ -41,6 +40,7 @@ from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
+from .buffer_specs import contiguous_buffer
 from .console import Stages, make_console
 from .workloads.spec import load
 
@@ -58,19 +58,10 @@ LLM_GEMMS = [
 SQUARE = (512, 1024, 2048, 4096, 8192)
 
 
-def _buffer(name: str, shape: Sequence[int], dtype: str = "float16", role: str = "input") -> kir.BufferSpec:
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.insert(0, acc)
-        acc *= s
-    return kir.BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                          sympy.Integer(0), sympy.Integer(acc), role)  # type: ignore[arg-type]
-
-
 def gemm_kernel(name: str, m: int, n: int, k: int) -> kir.ExternKernel:
     """Kernel IR of an fp16 ``(m, k) @ (k, n)``."""
-    return kir.ExternKernel(name, "mm", (_buffer("a", (m, k)), _buffer("b", (k, n))),
-                            _buffer("c", (m, n), role="output"), ("a", "b", "c"))
+    return kir.ExternKernel(name, "mm", (contiguous_buffer("a", (m, k)), contiguous_buffer("b", (k, n))),
+                            contiguous_buffer("c", (m, n), role="output"), ("a", "b", "c"))
 
 
 # ------------------------------------------------------------------ one kernel

@@ -307,6 +307,12 @@ class _LxMemory:
 
 # ------------------------------------------------------------------ execution
 
+#: The data-moving instruction kinds and the method of :class:`_Execution` that runs each.
+_HANDLERS: dict[type, str] = {DmaLoad: "dma_load", DmaStore: "dma_store", DmaGather: "dma_gather",
+                              DmaScatter: "dma_scatter", RingSend: "ring_send", RingRecv: "ring_recv",
+                              AddrGen: "addr_gen", Combine: "combine"}
+
+
 class _Execution:
     """One launch of one program."""
 
@@ -678,24 +684,10 @@ class _Execution:
         return True
 
     def _one(self, core: int, step: int, ins: Instruction) -> None:
-        if isinstance(ins, DmaLoad):
-            self.dma_load(core, step, ins)
-        elif isinstance(ins, DmaStore):
-            self.dma_store(core, step, ins)
-        elif isinstance(ins, DmaGather):
-            self.dma_gather(core, step, ins)
-        elif isinstance(ins, DmaScatter):
-            self.dma_scatter(core, step, ins)
-        elif isinstance(ins, RingSend):
-            self.ring_send(core, step, ins)
-        elif isinstance(ins, RingRecv):
-            self.ring_recv(core, step, ins)
-        elif isinstance(ins, AddrGen):
-            self.addr_gen(core, step, ins)
-        elif isinstance(ins, Combine):
-            self.combine(core, step, ins)
-        else:
+        handler = _HANDLERS.get(type(ins))
+        if handler is None:
             raise EmulatorError("unknown instruction", self.p.name, core, step, "-", repr(ins))
+        getattr(self, handler)(core, step, ins)
 
     def _dynamic_races(self) -> None:
         for buf, writes in self.dyn_writes.items():

@@ -27,7 +27,7 @@ from ..machine_spec import DoesNotFitError
 from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import simulate
-from .analysis import itemsize
+from ..model.program import itemsize
 from .loops import plan_group
 from .lx_alloc import LxFull
 from .matmul_program import build as build_program

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import sympy
 import torch
 
+from spyre_adapter.buffer_specs import contiguous_buffer
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Program
@@ -20,12 +21,7 @@ I0, I1, I2, R0 = (sidx.index_symbol(n) for n in ("i0", "i1", "i2", "r0"))
 
 
 def buf(name: str, shape: tuple[int, ...], dtype: str = "float16", role: str = "input") -> BufferSpec:
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.insert(0, acc)
-        acc *= s
-    return BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                      sympy.Integer(0), sympy.Integer(acc), role)  # type: ignore[arg-type]
+    return contiguous_buffer(name, shape, dtype, role)
 
 
 def add(rows: int, cols: int, dtype: str = "float16", out: str = "c") -> KernelGroup:
