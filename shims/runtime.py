@@ -7,7 +7,6 @@ compile-time state (the backend is imported from its recorded reference).
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import torch
 
 from . import index as _index
+from ._lookup import lookup
 from ._registry import count, get_backend, stats
 from ._torch.inductor import reset_dynamo
 from .backend import Backend, Launch, register_backend, warn_fallback
@@ -40,11 +40,8 @@ def reset_compiled() -> None:
 def _backend(device: str, ref: str) -> Backend:
     backend = get_backend(device)
     if backend is None:
-        mod, _, attr = ref.partition(":")
         try:
-            obj: Any = importlib.import_module(mod)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
+            obj = lookup(ref)
         except (ImportError, AttributeError, ValueError, TypeError) as exc:
             raise FormatError(f"kernel envelope: backend {ref[:80]!r} cannot be found ({type(exc).__name__})") from None
         # Only a Backend (class or instance) for this device is used: a cached

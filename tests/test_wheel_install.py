@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.workloads import TINY_WORKLOAD
+
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,17 +43,6 @@ from torch._inductor.virtualized import V
 
 def size(node):
     return V.graph.sizevars.size_hint(node.numel)
-'''
-
-WORKLOAD = '''\
-model: tiny
-default: {dtype: fp32, seed: 1, rtol: 1.0e-4, atol: 1.0e-4}
-cases:
-  - name: add
-    op: torch.add
-    inputs:
-      - tensor: {shape: [4, 64], init: rand}
-      - tensor: {shape: [4, 64], init: rand}
 '''
 
 
@@ -90,7 +81,7 @@ def outside(tmp_path: Path) -> Path:
     assert not tmp_path.is_relative_to(ROOT)
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "backend.py").write_text(BACKEND)
-    (tmp_path / "tiny.yaml").write_text(WORKLOAD)
+    (tmp_path / "tiny.yaml").write_text(TINY_WORKLOAD)
     return tmp_path
 
 

@@ -15,18 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UnsupportedTorchError
+from .._lookup import lookup
 from .version import WINDOW_TEXT, installed, require_window
 
 
 def resolve(feature: str, *locations: str) -> Any:
     """The first of ``"module:attr.path"`` locations that exists."""
     for loc in locations:
-        mod_name, _, path = loc.partition(":")
         try:
-            obj: Any = importlib.import_module(mod_name)
-            for part in path.split("."):
-                obj = getattr(obj, part)
-            return obj
+            return lookup(loc)
         except (ImportError, AttributeError):
             continue
     raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT, f"none of {', '.join(locations)} exists")

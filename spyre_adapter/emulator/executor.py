@@ -78,35 +78,31 @@ class Card:
         """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
         dt = torch_dtype(lx.dtype)
         t = self.typed(dt)
-        isz = t.element_size()
-        if isinstance(core, int):
-            row = t[core]
-            return row.as_strided(lx.sizes, lx.strides, row.storage_offset() + lx.addr // isz)
-        c0, c1 = core
-        rows = t[c0:c1]
-        return rows.as_strided((c1 - c0, *lx.sizes), (t.shape[1], *lx.strides), rows.storage_offset() + lx.addr // isz)
+        return _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
 
     def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
         dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
         sizes, strides = _byte_dims(lx)
-        if isinstance(core, int):
-            row = self.stamp[core]
-            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
-        c0, c1 = core
-        rows = self.stamp[c0:c1]
-        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+        return _core_view(self.stamp, core, sizes, strides, lx.addr)
 
     def element_stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps shaped like ``lx``'s elements: ``[B?] + sizes + [itemsize]``."""
         isz = lx.itemsize
         sizes, strides = (*lx.sizes, isz), (*(st * isz for st in lx.strides), 1)
-        if isinstance(core, int):
-            row = self.stamp[core]
-            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
-        c0, c1 = core
-        rows = self.stamp[c0:c1]
-        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+        return _core_view(self.stamp, core, sizes, strides, lx.addr)
+
+
+def _core_view(t: torch.Tensor, core: int | tuple[int, int], sizes: tuple[int, ...], strides: tuple[int, ...],
+               offset: int) -> torch.Tensor:
+    """A strided view into row ``core`` of a (cores, n) tensor, or into rows
+    ``[c0, c1)`` with the core as the first dim; ``offset`` in elements."""
+    if isinstance(core, int):
+        row = t[core]
+        return row.as_strided(sizes, strides, row.storage_offset() + offset)
+    c0, c1 = core
+    rows = t[c0:c1]
+    return rows.as_strided((c1 - c0, *sizes), (t.shape[1], *strides), rows.storage_offset() + offset)
 
 
 def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:

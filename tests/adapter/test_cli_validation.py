@@ -21,17 +21,7 @@ import pytest
 from spyre_adapter import cli, model_config, models
 from spyre_adapter.opinfo import cli as opinfo_cli
 from spyre_adapter.opinfo import corpus
-
-WORKLOAD = """\
-model: unit
-defaults: {dtype: fp32}
-cases:
-  - name: add_basic
-    op: torch.add
-    inputs:
-      - tensor: {shape: [4, 8], init: rand}
-      - tensor: {shape: [4, 8], init: rand}
-"""
+from tests.support.workloads import TINY_WORKLOAD
 
 #: (id, argv, fragments the one line must contain: the argument, the value, what is accepted).
 ROWS: list[tuple[str, list[str], list[str]]] = [
@@ -130,7 +120,7 @@ ROWS: list[tuple[str, list[str], list[str]]] = [
 
 @pytest.fixture
 def inputs(tmp_path: Path) -> Path:
-    (tmp_path / "ok.yaml").write_text(WORKLOAD)
+    (tmp_path / "ok.yaml").write_text(TINY_WORKLOAD)
     (tmp_path / "bad.yaml").write_text("cases: [\n  - name: x\n    op: {\n")
     (tmp_path / "truncated.json").write_text('{"cores": 4')
     (tmp_path / "list.json").write_text("[1, 2]")
