@@ -33,13 +33,13 @@ from typing import Any
 
 import torch
 
-from spyre_shims.backend import FallbackWarning
 from spyre_shims.compilation import CompileCounts, count_compiles
 from spyre_shims.device import eager_op_counts
 from spyre_shims.runtime import reset_compiled
 
 from .backend import current_machine
 from .memory import available_bytes
+from .on_device import announced_fallbacks
 from .report import REPORT
 
 __all__ = ["FAMILIES", "HFOptions", "make_config", "build_model", "run_hf", "weight_bytes"]
@@ -357,12 +357,11 @@ def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
     dev = StepRecorder(compiled, device=True)
     amp = (torch.autocast("spyre", dtype=DTYPES[opts.autocast]) if opts.autocast
            else torch.autocast("spyre", enabled=False))
-    with warnings.catch_warnings(record=True) as caught, count_compiles() as counts, _recording(model, dev), amp:
-        warnings.simplefilter("always", FallbackWarning)
+    with announced_fallbacks() as announced, count_compiles() as counts, _recording(model, dev), amp:
         t0 = time.perf_counter()
         seq, logits = greedy(model, ids.to("spyre"), opts)
         wall = time.perf_counter() - t0
-    fallbacks = sorted({str(w.message) for w in caught if issubclass(w.category, FallbackWarning)})
+    fallbacks = sorted(set(announced))
     check = _compare(ref_seq, ref_logits, seq, logits)
     precision = opts.autocast or opts.dtype
     atol = opts.atol if opts.atol is not None else LOGIT_ATOL[precision]

@@ -4,19 +4,15 @@ NaN; other topk forms stay whole and fall back visibly."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
-from spyre_shims.backend import FallbackWarning
+from spyre_adapter.on_device import run_compiled
 
 
 def _run(f, x):  # type: ignore[no-untyped-def]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FallbackWarning)
-        got = torch.compile(f, dynamic=False)(x.to("spyre"))
-    return [t.cpu() for t in got], [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+    got, fallbacks = run_compiled(f, (x,))
+    return list(got), fallbacks
 
 
 @pytest.mark.parametrize("k,dim", [(1, -1), (2, -1), (4, 0), (8, 1)])

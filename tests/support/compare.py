@@ -3,16 +3,15 @@ on the CPU, and compare."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten
 
-from spyre_shims.backend import FallbackWarning
 from spyre_adapter.context import current
+from spyre_adapter.on_device import run_compiled
 
 
 #: Tolerances of device results against CPU eager, per dtype.
@@ -21,23 +20,6 @@ TOLERANCES = {
     torch.float16: {"atol": 1e-2, "rtol": 1e-2},
     torch.bfloat16: {"atol": 8e-2, "rtol": 5e-2},
 }
-
-
-def to_device(x: Any, device: str) -> Any:
-    return tree_map(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t, x)
-
-
-def run_compiled(fn: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, list[str]]:
-    """``fn`` compiled for spyre on device copies of ``args``; also returns the
-    fallback warnings raised while compiling and running."""
-    # A lambda frame: Dynamo traces into torch functions from user code on
-    # every release (some releases run a bare torch function eagerly).
-    compiled = torch.compile(lambda *a: fn(*a), dynamic=False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FallbackWarning)
-        out = compiled(*to_device(list(args), "spyre"))
-    fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
-    return to_device(out, "cpu"), fallbacks
 
 
 def assert_matches_eager(fn: Callable[..., Any], args: Sequence[Any], *, atol: float, rtol: float,
