@@ -180,3 +180,15 @@ def test_every_public_name_has_a_docstring() -> None:
             if documentable and not (obj.__doc__ or "").strip():
                 missing.append(f"{name}.{attr}")
     assert missing == []
+
+
+def test_the_package_docstring_states_the_policy() -> None:
+    """Where a vendor imports the API, its docstring says the level, the promise
+    and how deprecations are announced (kept in step with the level)."""
+    import spyre_shims
+
+    doc = spyre_shims.__doc__ or ""
+    assert f"now {spyre_shims.API_LEVEL})" in doc and f"(API level {spyre_shims.API_LEVEL})" in doc
+    for part in ("*API level.*", "*What is promised.*", "*How deprecations are announced.*", "DeprecationWarning",
+                 "CHANGELOG.md", "api/spyre_shims.json"):
+        assert part in doc, part
