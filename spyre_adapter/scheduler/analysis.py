@@ -22,7 +22,7 @@ from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 from spyre_shims.reference import concrete
 
 from ..model.costs import op_counts
-from ..model.program import itemsize
+from ..model.program import Box, itemsize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +134,6 @@ def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
 
 # ------------------------------------------------------------------ boxes
 
-Box = tuple[tuple[int, int], ...]
 
 
 def boxes(shape: Sequence[int], a: int, b: int) -> list[Box]:

@@ -17,7 +17,6 @@ from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad, RingRecv, RingSend
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_adapter.scheduler.loops import Division, plan_group
-from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
@@ -113,23 +112,6 @@ def test_transposed_copy_beyond_the_span_splits_further() -> None:
     assert p.plan.grid and p.cores_used > 1
     got, want = K.run_program(p, g, m)
     K.assert_same(got, want, ["out"], atol=0, rtol=0)
-
-
-@pytest.mark.parametrize("shape", [(64, 64, 64), (200, 300, 500), (256, 1024, 384), (12, 4096, 1024)])
-def test_matmul_programs_compute_the_product(shape) -> None:
-    kern = K.mm(*shape)
-    p = plan(kern, DEFAULT, {})
-    got, want = K.run_program(p, kern)
-    K.assert_same(got, want, ["c"], atol=0.1, rtol=1e-2)
-
-
-def test_uneven_blocks_share_operands_only_with_matching_cores() -> None:
-    """granite's lm_head (1 x 49159 x 4096): N does not split evenly, so the last
-    core walks fewer tiles; the chosen program completes and is right."""
-    kern = K.mm(1, 49159, 512, "bfloat16")
-    p = plan_matmul(kern, DEFAULT, {}, "mm")
-    got, want = K.run_program(p, kern)
-    K.assert_same(got, want, ["c"], atol=0.1, rtol=2e-2)
 
 
 def test_division_is_chosen_by_cost() -> None:
