@@ -4,7 +4,7 @@ TINY_WORKLOAD = """\
 model: tiny
 default: {dtype: fp32, seed: 1, rtol: 1.0e-4, atol: 1.0e-4}
 cases:
-  - name: add
+  - name: add_basic
     op: torch.add
     inputs:
       - tensor: {shape: [4, 64], init: rand}
