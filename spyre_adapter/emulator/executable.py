@@ -5,9 +5,10 @@ traffic), recorded to the device report."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import sympy
@@ -35,6 +36,29 @@ class Recorder(Protocol):
 
     def record(self, name: str, metrics: metrics.Metrics, timeline: Timeline, program: Program | None = None) -> None:
         ...
+
+
+def _threads_wanted() -> int:
+    raw = os.environ.get("SPYRE_EMULATOR_THREADS", "1")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
+
+
+@contextlib.contextmanager
+def _emulator_threads() -> Iterator[None]:
+    """Run a program's steps with ``SPYRE_EMULATOR_THREADS`` intra-op threads
+    (default 1). Each step is one small tensor operation per tile: splitting it
+    over threads costs more than it saves, and when another process holds a core
+    the threads' barriers stall (measured: a 1024-wide decoder block ran 5x
+    slower with 2 threads on a loaded 2-core machine)."""
+    want, had = _threads_wanted(), torch.get_num_threads()
+    if want == had:
+        yield
+        return
+    torch.set_num_threads(want)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(had)
 
 
 class _Derived:
@@ -93,7 +117,8 @@ class Executable:
         first = not d.checked
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
         expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
-        stats = execute(p, buffers, self.card, sizes, checking=first)
+        with _emulator_threads():
+            stats = execute(p, buffers, self.card, sizes, checking=first)
         if d.compulsory is None:  # traced on the launch's data (indices included), once per program
             d.compulsory = self.compulsory(p, buffers, sizes)
         if expected is not None:

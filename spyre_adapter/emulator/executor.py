@@ -97,12 +97,12 @@ def _core_view(t: torch.Tensor, core: int | tuple[int, int], sizes: tuple[int, .
                offset: int) -> torch.Tensor:
     """A strided view into row ``core`` of a (cores, n) tensor, or into rows
     ``[c0, c1)`` with the core as the first dim; ``offset`` in elements."""
+    # Offsets computed directly: no per-core row slice (a tensor per call).
+    width = t.shape[1]
     if isinstance(core, int):
-        row = t[core]
-        return row.as_strided(sizes, strides, row.storage_offset() + offset)
+        return t.as_strided(sizes, strides, t.storage_offset() + core * width + offset)
     c0, c1 = core
-    rows = t[c0:c1]
-    return rows.as_strided((c1 - c0, *sizes), (t.shape[1], *strides), rows.storage_offset() + offset)
+    return t.as_strided((c1 - c0, *sizes), (width, *strides), t.storage_offset() + c0 * width + offset)
 
 
 def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:

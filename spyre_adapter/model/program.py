@@ -25,6 +25,7 @@ assembly listing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import typing
@@ -50,6 +51,7 @@ PROGRAM_VERSION = 2
 Box = tuple[tuple[int, int], ...]
 
 
+@functools.lru_cache(maxsize=None)
 def itemsize(dtype: str) -> int:
     """Bytes per element of a dtype name."""
     return torch.empty((), dtype=torch_dtype(dtype)).element_size()
@@ -90,22 +92,27 @@ class Lx:
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
 
-    @property
+    # Cached: the emulator asks these of the same views for every step.
+    @functools.cached_property
     def numel(self) -> int:
         """Elements in the view."""
         return math.prod(self.sizes)
 
-    @property
+    @functools.cached_property
     def itemsize(self) -> int:
         """Bytes per element."""
         return itemsize(self.dtype)
 
-    def byte_range(self) -> tuple[int, int]:
-        """[first byte, one past the last byte] the view covers."""
+    @functools.cached_property
+    def _byte_range(self) -> tuple[int, int]:
         if self.numel == 0:
             return self.addr, self.addr
         last = sum(s * (n - 1) for s, n in zip(self.strides, self.sizes))
         return self.addr, self.addr + (last + 1) * self.itemsize
+
+    def byte_range(self) -> tuple[int, int]:
+        """[first byte, one past the last byte] the view covers."""
+        return self._byte_range
 
     @staticmethod
     def dense(addr: int, dtype: str, sizes: tuple[int, ...]) -> Lx:

@@ -10,6 +10,7 @@ fp32 while A and B k-slices stream through double-buffered LX slots.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -226,6 +227,12 @@ def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | 
 
 def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> list[tuple[Grid, Cost]]:
     """Every grid that fits, cheapest first by the closed form."""
+    return list(_rank(s, m, share, max_cores))
+
+
+# Residency re-plans the same matmul for several producer options: rank once.
+@functools.lru_cache(maxsize=256)
+def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tuple[tuple[Grid, Cost], ...]:
     out = []
     for g in grids(s, m):
         if max_cores is not None and g.cores > max_cores:
@@ -235,7 +242,7 @@ def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None =
         if c is not None:
             out.append((g, c))
     out.sort(key=lambda gc: (round(gc[1].total_ns), -gc[0].tm * gc[0].tn * gc[0].tk, gc[0].cores))
-    return out
+    return tuple(out)
 
 
 class MatmulUnplannable(DoesNotFitError):
@@ -264,11 +271,12 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         return _empty_sum(kernel, m, sizes, name)
     ranked = candidates(s, m, share, max_cores, naive)
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
-    best: tuple[float, Program] | None = None
+    built: list[tuple[float, Program]] = []
     tried = 0
-    reasons = []
+    reasons: list[str] = []
     for g, c in ranked:
-        if tried == REFINE or len(reasons) > 3 * REFINE or (best is not None and not a_held and
+        # With held rows only the best grid that lines up is built (residency tries many options).
+        if tried == (1 if a_held else REFINE) or len(reasons) > 3 * REFINE or (built and not a_held and
                                                             c.total_ns > REFINE_SLACK * ranked[0][1].total_ns):
             break
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
@@ -279,14 +287,22 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                           share and not naive, round(eff, 3), round(c.total_ns, 1), len(ranked))
         try:
             prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan, a_held)
-            static_check(prog, m, numels)
         except (LxFull, EmulatorError) as exc:
             reasons.append(str(exc))
             continue
         tried += 1
-        t = simulate(prog, m, keep_events=False).total_ns
-        if best is None or t < best[0]:
-            best = (t, prog)
+        built.append((simulate(prog, m, keep_events=False).total_ns, prog))
+    # The hardware rules are checked on the fastest program first (checking is as
+    # costly as building); one that breaks a rule gives way to the next.
+    best = None
+    for t, prog in sorted(built, key=lambda tp: tp[0]):
+        try:
+            static_check(prog, m, numels)
+        except EmulatorError as exc:
+            reasons.append(str(exc))
+            continue
+        best = (t, prog)
+        break
     if best is None:
         raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
@@ -367,6 +383,8 @@ def replan_with_held_a(p: Program, m: Machine, a_held: Sequence[Resident]) -> Pr
     tm, tn, tk = p.plan.tile
     order = "c" if p.plan.order == "a" else p.plan.order
     g = Grid(gb, gm, gn, gk, tm, tn, tk, share=False, order=order)
+    if not _rows_line_up(s, g, m, a_held):
+        raise EmulatorError("held rows", p.name, -1, -1, "-", "row tiles straddle the cores holding A")
     plan = dataclasses.replace(p.plan, order=order)
     prog = build_program(kernel, s, g, m, sizes, p.name, p.plan.share, plan, a_held)
     static_check(prog, m, {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers})

@@ -115,9 +115,20 @@ def _a_operand(kernel: Any, buf: str) -> int | None:
     return int(a.size[1])
 
 
-def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine) -> Program | None:
+def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine,
+                   memo: dict | None = None) -> Program | None:
     """The matmul re-planned to stream its A rows from the cores holding them,
-    if that removes every DRAM read of A."""
+    if that removes every DRAM read of A (``memo``: answers already found in this graph)."""
+    key = (q.name, buf, tuple(residents))
+    if memo is not None and key in memo:
+        return memo[key]
+    r = _matmul_reader_uncached(q, buf, residents, m)
+    if memo is not None:
+        memo[key] = r
+    return r
+
+
+def _matmul_reader_uncached(q: Program, buf: str, residents: list[Resident], m: Machine) -> Program | None:
     k = _a_operand(q.kernel, buf)
     if k is None or any(r.lo % k or r.hi % k for r in residents):
         return None
@@ -152,6 +163,7 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
     cons = [_Constraints() for _ in progs]
     base = {k: _sim(p, m) for k, p in enumerate(progs) if p is not None}
     decisions: list[Decision] = []
+    memo: dict = {}
     for i, p in enumerate(list(progs)):
         if p is None or p.kind != "loop" or not isinstance(p.kernel, KernelGroup):
             continue
@@ -159,7 +171,7 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
         for buf in written:
             best = None
             for division in _producer_options(progs[i], cons[i]):  # type: ignore[arg-type]
-                got = _keep(progs, cons, base, i, buf, outputs, m, reads, writes, division)
+                got = _keep(progs, cons, base, i, buf, outputs, m, reads, writes, division, memo)
                 if got is not None and (best is None or got[3] > best[3]):
                     best = got
             if best is not None:
@@ -170,7 +182,7 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
 
 
 #: Divisions of a producer tried per kept buffer (each is re-planned and simulated).
-MAX_PRODUCER_OPTIONS = 3
+MAX_PRODUCER_OPTIONS = 1
 
 
 def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
@@ -192,7 +204,7 @@ def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
 
 def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int, float], i: int, buf: str,
           outputs: set[str], m: Machine, reads: Sequence[set[str]], writes: Sequence[set[str]],
-          division: Division) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
+          division: Division, memo: dict | None = None) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
     p = progs[i]
     assert p is not None
     if division != _division(p):
@@ -230,7 +242,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         if q is None or any(progs[x] is None for x in range(i + 1, j)):
             break
         if q.kind == "matmul":
-            r = _matmul_reader(q, buf, residents, m)
+            r = _matmul_reader(q, buf, residents, m, memo)
             if r is None:
                 break
             trial[j] = r

@@ -1,0 +1,193 @@
+"""Compile time and emulator speed, measured the way users meet them.
+
+Every measurement runs in a fresh Python process (nothing warm: no Dynamo or
+Inductor caches, no planned programs), with Inductor's on-disk caches turned
+off through its documented environment variables, one process at a time.
+
+* **compile**: the first call of ``torch.compile(model)`` (tracing, lowering,
+  planning, code generation and one run) minus the steady-state time of one
+  call, on ``spyre`` and on Inductor's CPU backend for the same model.
+* **layers**: the same for a model of 1, 4 and 32 identical decoder layers on
+  spyre: identical kernels must be planned once (the program cache), so 32
+  layers must not cost 32 times one.
+* **speed**: steady-state wall time of a compiled call on the emulator
+  (every kernel's program executed, timing simulated) against eager CPU in the
+  same process, fp32 and fp16, at two sizes.
+
+``python -m spyre_adapter.bench_speed`` runs the whole set and prints JSON; the
+benchmark (``spyre-adapter bench``) calls :func:`measure`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["measure", "summary"]
+
+#: (name, hidden, seq) of the decoder blocks timed for emulator speed.
+SPEED_SIZES = [("block-512", 512, 128), ("block-1024", 1024, 256)]
+LAYER_COUNTS = (1, 4, 32)
+#: Per-process limit (s): a measurement that takes longer is reported as such.
+TIMEOUT_S = 1800
+
+
+def _median(fn: Callable[[], Any], n: int) -> float:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _block(hidden: int, seq: int, dtype: Any) -> tuple[Any, Any]:
+    from . import models
+    cfg = models.ModelConfig(hidden=hidden, heads=max(1, hidden // 128), kv_heads=max(1, hidden // 512),
+                             intermediate=int(hidden * 2.75) // 64 * 64, seq=seq)
+    return models.build("llama-block", cfg, dtype=dtype), models.example_inputs("llama-block", cfg, dtype=dtype)
+
+
+def _tiny(layers: int, dtype: Any) -> tuple[Any, Any]:
+    from . import models
+    cfg = models.ModelConfig(hidden=256, heads=4, kv_heads=2, intermediate=704, seq=32, vocab=1024, layers=layers)
+    return models.build("llama-tiny", cfg, dtype=dtype), models.example_inputs("llama-tiny", cfg, dtype=dtype)
+
+
+def _hf(layers: int) -> tuple[Any, Any]:
+    import torch
+
+    from . import hf_models
+    config = hf_models.make_config("llama", sizes={"num_hidden_layers": layers})
+    model = hf_models.build_model(config, family="llama")
+    ids = torch.randint(0, int(config.vocab_size), (1, 32), generator=torch.Generator().manual_seed(0))
+    return model, ids
+
+
+def _child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement (runs in its own process)."""
+    import torch
+    import warnings
+    warnings.simplefilter("ignore")
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}[spec.get("dtype", "fp32")]
+    kind, model_name = spec["kind"], spec["model"]
+    if model_name == "block":
+        model, x = _block(spec["hidden"], spec["seq"], dtype)
+    elif model_name == "tiny":
+        model, x = _tiny(spec["layers"], dtype)
+    else:
+        model, x = _hf(spec["layers"])
+    fwd = (lambda m, a: m(a).logits) if model_name == "hf" else (lambda m, a: m(a))
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        if kind == "speed":
+            fwd(model, x)
+            out["eager_s"] = _median(lambda: fwd(model, x), 5)
+        device = spec.get("device", "spyre")
+        if device == "spyre":
+            model, x = model.to("spyre"), x.to("spyre")
+        compiled = torch.compile(model, dynamic=False)
+        t = time.perf_counter()
+        fwd(compiled, x)
+        out["first_call_s"] = time.perf_counter() - t
+        out["steady_s"] = _median(lambda: fwd(compiled, x), 5 if kind == "speed" else 3)
+    out["compile_s"] = max(0.0, out["first_call_s"] - out["steady_s"])
+    return out
+
+
+def _run(spec: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="spyre-bench-") as cache:
+        env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=cache,
+                   PYTHONWARNINGS="ignore")
+        try:
+            done = subprocess.run([sys.executable, "-m", "spyre_adapter.bench_speed", "--child", json.dumps(spec)],
+                                  env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {**spec, "error": f"over {TIMEOUT_S} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {**spec, "error": f"exit {done.returncode}: {tail}"}
+    return {**spec, **json.loads(lines[-1])}
+
+
+def measure(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Run every measurement serially, each in a fresh process; rows per section."""
+    plan: dict[str, list[dict[str, Any]]] = {"compile": [], "layers": [], "speed": []}
+    block = dict(model="block", hidden=512, seq=64, dtype="fp16")
+    for device in ("spyre", "cpu"):
+        plan["compile"].append(dict(kind="compile", device=device, **block))
+        if not quick:
+            plan["compile"].append(dict(kind="compile", device=device, model="hf", layers=2, dtype="fp32"))
+    for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS):
+        plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16"))
+    for name, hidden, seq in SPEED_SIZES[:1] if quick else SPEED_SIZES:
+        for dtype in ("fp32", "fp16"):
+            plan["speed"].append(dict(kind="speed", model="block", name=name, hidden=hidden, seq=seq, dtype=dtype))
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in plan}
+    for section, specs in plan.items():
+        for spec in specs:
+            if progress:
+                progress(f"{section}: {json.dumps(spec)}")
+            out[section].append(_run(spec))
+    return out
+
+
+def _geomean(xs: list[float]) -> float | None:
+    import math
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The headline ratios: compile time against Inductor's CPU backend, 32
+    layers against one, emulated steady state against eager fp32 and fp16."""
+    out: dict[str, Any] = {}
+    pairs = {}
+    for r in rows.get("compile", []):
+        if "error" not in r:
+            pairs.setdefault(r["model"], {})[r["device"]] = r["compile_s"]
+    ratios = {k: v["spyre"] / v["cpu"] for k, v in pairs.items() if "spyre" in v and v.get("cpu")}
+    if ratios:
+        out["compile_over_inductor_cpu"] = max(ratios.values())
+        out["compile_over_inductor_cpu_by_model"] = ratios
+    layers = {r["layers"]: r["compile_s"] for r in rows.get("layers", []) if "error" not in r}
+    if 1 in layers and layers[1] > 0:
+        top = max(layers)
+        out[f"compile_{top}_layers_over_1_layer"] = layers[top] / layers[1]
+    for dtype in ("fp32", "fp16"):
+        speed = [r["steady_s"] / r["eager_s"] for r in rows.get("speed", []) if r.get("dtype") == dtype
+                 and "error" not in r]
+        if speed:
+            out[f"emulator_over_eager_{dtype}"] = max(speed)
+    if "emulator_over_eager_fp32" in out:
+        out["emulator_over_eager"] = out["emulator_over_eager_fp32"]
+    errors = [r for sec in rows.values() for r in sec if "error" in r]
+    if errors:
+        out["speed_errors"] = len(errors)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spyre_adapter.bench_speed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="one size, fewer layer counts")
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(json.loads(args.child))))
+        return 0
+    rows = measure(args.quick, progress=lambda s: print(s, file=sys.stderr))
+    print(json.dumps({"rows": rows, "summary": summary(rows)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
