@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from .model.traffic import compulsory_bytes
 from .on_device import run_compiled
 from .scheduler.loops import Division, model_group, plan_group
 from .scheduler.matmul import plan_matmul
+from .bench_speed import median_time
 from .buffer_specs import contiguous_buffer
 from .console import Stages, make_console
 from .workloads.spec import load
@@ -190,15 +190,6 @@ def bench_workloads(m: Machine, files: Sequence[Path], max_numel: int | None) ->
     return rows, status
 
 
-def _median_time(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def bench_block(m: Machine, quick: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The decoder block: its kernels, and emulator wall time over eager CPU."""
     cfg = models.ModelConfig() if quick else models.ModelConfig(hidden=1024, heads=8, kv_heads=2,
@@ -208,14 +199,14 @@ def bench_block(m: Machine, quick: bool) -> tuple[list[dict[str, Any]], dict[str
     reset_compiled()
     with torch.no_grad():
         model(x)
-        eager = _median_time(lambda: model(x), 7)
+        eager = median_time(lambda: model(x), 7)
         dev = model.to("spyre")
         compiled = torch.compile(dev, dynamic=False)
         xd = x.to("spyre")
         with capture_graphs() as graphs:
             compiled(xd)
         compiled(xd)
-        emulated = _median_time(lambda: compiled(xd), 7)
+        emulated = median_time(lambda: compiled(xd), 7)
     rows = [kernel_row(k, "block", f"llama-block/{k.name.rsplit('_', 1)[-1]}", m)
             for g in graphs for k in g.kernels]
     return rows, {"eager_s": eager, "emulated_s": emulated, "ratio": emulated / eager, "config": dataclasses.asdict(cfg)}
