@@ -194,7 +194,7 @@ class SpyreBackend(Backend):
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
         writes = [{k.output.name} if isinstance(k, kir.ExternKernel)
                   else {b.name for b in k.buffers if b.role in ("output", "inout")} for k in graph.kernels]
-        new, decisions = plan_residency(programs, outputs, ctx.machine, reads, writes)
+        new, decisions = plan_residency(programs, outputs, ctx.machine, reads, writes, ctx.programs)
         for e, before, after in zip(exes, programs, new):
             if e is not None and before is not None and after is not before:
                 e.replace_program(after)

@@ -8,8 +8,11 @@ off through its documented environment variables, one process at a time.
   planning, code generation and one run) minus the steady-state time of one
   call, on ``spyre`` and on Inductor's CPU backend for the same model.
 * **layers**: the same for a model of 1, 4 and 32 identical decoder layers on
-  spyre: identical kernels must be planned once (the program cache), so 32
-  layers must not cost 32 times one.
+  spyre: identical kernels are planned once (the program cache), so 32 layers
+  must not cost 32 times one. Compiled the way PyTorch recommends for repeated
+  layers (regional compilation: each layer ``compile()``-d, Dynamo traces one and
+  reuses it), and as one whole graph, where Dynamo and Inductor themselves grow
+  with the graph (Inductor's CPU backend measured alongside).
 * **speed**: steady-state wall time of a compiled call on the emulator
   (every kernel's program executed, timing simulated) against eager CPU in the
   same process, fp32 and fp16, at two sizes.
@@ -95,7 +98,14 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         device = spec.get("device", "spyre")
         if device == "spyre":
             model, x = model.to("spyre"), x.to("spyre")
-        compiled = torch.compile(model, dynamic=False)
+        if spec.get("regional"):
+            # PyTorch's regional compilation: each repeated layer compiled on its
+            # own, so Dynamo traces one layer and reuses it for identical ones.
+            for layer in model.layers:
+                layer.compile(dynamic=False)
+            compiled = model
+        else:
+            compiled = torch.compile(model, dynamic=False)
         t = time.perf_counter()
         fwd(compiled, x)
         out["first_call_s"] = time.perf_counter() - t
@@ -128,8 +138,14 @@ def measure(quick: bool = False, progress: Callable[[str], None] | None = None) 
         plan["compile"].append(dict(kind="compile", device=device, **block))
         if not quick:
             plan["compile"].append(dict(kind="compile", device=device, model="hf", layers=2, dtype="fp32"))
-    for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS):
-        plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16"))
+    for regional in (False, True):
+        for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS):
+            plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16",
+                                       regional=regional))
+    if not quick:  # Inductor's own scaling, for comparison
+        for n in (1, LAYER_COUNTS[-1]):
+            plan["layers"].append(dict(kind="compile", device="cpu", model="tiny", layers=n, dtype="fp32",
+                                       regional=False))
     for name, hidden, seq in SPEED_SIZES[:1] if quick else SPEED_SIZES:
         for dtype in ("fp32", "fp16"):
             plan["speed"].append(dict(kind="speed", model="block", name=name, hidden=hidden, seq=seq, dtype=dtype))
@@ -160,10 +176,13 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if ratios:
         out["compile_over_inductor_cpu"] = max(ratios.values())
         out["compile_over_inductor_cpu_by_model"] = ratios
-    layers = {r["layers"]: r["compile_s"] for r in rows.get("layers", []) if "error" not in r}
-    if 1 in layers and layers[1] > 0:
-        top = max(layers)
-        out[f"compile_{top}_layers_over_1_layer"] = layers[top] / layers[1]
+    for device, regional, label in (("spyre", True, ""), ("spyre", False, "_whole_graph"),
+                                    ("cpu", False, "_inductor_cpu_whole_graph")):
+        layers = {r["layers"]: r["compile_s"] for r in rows.get("layers", [])
+                  if "error" not in r and r["device"] == device and bool(r.get("regional")) == regional}
+        if 1 in layers and layers[1] > 0 and len(layers) > 1:
+            top = max(layers)
+            out[f"compile_{top}_layers_over_1_layer{label}"] = layers[top] / layers[1]
     for dtype in ("fp32", "fp16"):
         speed = [r["steady_s"] / r["eager_s"] for r in rows.get("speed", []) if r.get("dtype") == dtype
                  and "error" not in r]

@@ -586,6 +586,10 @@ def with_buffers(p: Program, names: dict[str, str], kernel: Any, bodies: tuple[k
             return dataclasses.replace(ins, buffer=names.get(ins.buffer, ins.buffer))
         return ins
 
+    def held(rs: tuple[Resident, ...]) -> tuple[Resident, ...]:
+        return tuple(dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer)) for r in rs)
+
     cores = tuple(dataclasses.replace(c, instrs=tuple(instr(i) for i in c.instrs)) for c in p.cores)
     workspace = tuple((names.get(n, n), dt, k) for n, dt, k in p.workspace)
-    return dataclasses.replace(p, kernel=kernel, bodies=bodies, cores=cores, workspace=workspace)
+    return dataclasses.replace(p, kernel=kernel, bodies=bodies, cores=cores, workspace=workspace,
+                               lx_in=held(p.lx_in), lx_out=held(p.lx_out))

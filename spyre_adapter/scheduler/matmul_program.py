@@ -40,16 +40,17 @@ class _View:
         self.size = [concrete(x, sizes) for x in spec.size]
         self.stride = [concrete(x, sizes) for x in spec.stride]
         self.offset = concrete(spec.offset, sizes)
-        if len(self.size) == 2:
-            self.size, self.stride = [1] + self.size, [0] + self.stride
-        elif len(self.size) == 1:
-            self.size, self.stride = [1, 1] + self.size, [0, 0] + self.stride
+        # Fewer dims broadcast from the left (a 0-d bias is one value for every element).
+        pad = 3 - len(self.size)
+        self.size, self.stride = [1] * pad + self.size, [0] * pad + self.stride
 
     def region(self, b: int, r0: int, r1: int, c0: int, c1: int) -> Region:
         """Rows [r0, r1) x cols [c0, c1) of batch ``b`` (a broadcast dim reads index 0)."""
         sb, sr, sc = self.stride
         b = b if self.size[0] > 1 else 0
         r0, r1 = (r0, r1) if self.size[1] > 1 else (0, 1)
+        if self.size[2] == 1:  # one column read for every column of the tile
+            c0, sc = 0, 0
         off = self.offset + b * sb + r0 * sr + c0 * sc
         return Region(self.name, off, (r1 - r0, c1 - c0), (sr if r1 - r0 > 1 else 0, sc if c1 - c0 > 1 else 0))
 

@@ -96,11 +96,99 @@ def _division(p: Program) -> Division:
     return Division(p.plan.row_cores, p.plan.rsplit)
 
 
-def _replan(p: Program, m: Machine, cons: _Constraints) -> Program:
-    kernel = p.kernel
-    q = plan_group(kernel, m, {sidx.index_symbol(k): v for k, v in p.sizes}, p.name, force=cons.division or _division(p),
-                   residency=cons.residency())
-    return q
+class _Memo:
+    """Re-planned programs by kernel *structure* (the backend's program cache, whose
+    keys make buffer names positional) and the constraints with the same
+    renaming: the layers of a model ask the same questions, and are answered once."""
+
+    def __init__(self, cache: Any | None) -> None:
+        self.cache = cache
+        self.readers: dict[tuple, Program | None] = {}
+        self.times: dict[str, float] = {}
+        self.known: dict[int, tuple[Program, str]] = {}  # id -> (program, its structural key)
+
+    def sim(self, p: Program, m: Machine) -> float:
+        """Simulated time of ``p``, once per structure."""
+        got = self.known.get(id(p))
+        if got is not None and got[0] is p:
+            key: str | None = got[1]
+        elif not p.lx_in and not p.lx_out:  # a plain plan: its structure and plan determine it
+            key = self._key(p, m, "plain", repr(p.plan))
+        else:
+            key = None
+        if key is None:
+            return _sim(p, m)
+        if key not in self.times:
+            self.times[key] = _sim(p, m)
+        return self.times[key]
+
+    def derived(self, before: Program, after: Program, carried: list[Resident]) -> None:
+        """``after`` is ``before`` that also carries ``carried`` out (same steps)."""
+        got = self.known.get(id(before))
+        if got is None or got[0] is not before or self.cache is None:
+            return
+        canon = {name: f"#b{n}" for n, name in enumerate(self.cache.buffer_names(before.kernel))}
+        text = _canonical(carried, canon)
+        if text is not None:
+            self.known[id(after)] = (after, f"{got[1]}|carry:{text}")
+
+    def _key(self, p: Program, m: Machine, what: str, constraints: Any) -> str | None:
+        if self.cache is None:
+            return None
+        canon = {name: f"#b{n}" for n, name in enumerate(self.cache.buffer_names(p.kernel))}
+        text = _canonical(constraints, canon)
+        if text is None:  # names a buffer the kernel does not have: not shareable between layers
+            return None
+        sizes = {sidx.index_symbol(k): v for k, v in p.sizes}
+        return self.cache.key(p.kernel, m, sizes, f"residency:{what}:{text}")
+
+    def get(self, p: Program, m: Machine, what: str, constraints: Any, make: Any) -> Program:
+        key = self._key(p, m, what, constraints)
+        if key is None:
+            return make()
+        got = self.cache.get(key, p.kernel)
+        if got is None:
+            got = make()
+            self.cache.put(key, got, p.kernel)
+        got = got if got.name == p.name else dataclasses.replace(got, name=p.name)
+        self.known[id(got)] = (got, key)
+        return got
+
+
+def _canonical(obj: Any, canon: dict[str, str]) -> str | None:
+    """``obj`` as text with the kernel's buffer names positional (None: it names another buffer)."""
+    bad = False
+
+    def enc(x: Any) -> Any:
+        nonlocal bad
+        if isinstance(x, Resident):
+            if x.buffer not in canon:
+                bad = True
+            return ["R", x.core, canon.get(x.buffer, x.buffer), x.lo, x.hi, x.addr, x.dtype]
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return [type(x).__name__] + [enc(getattr(x, f.name)) for f in dataclasses.fields(x)]
+        if isinstance(x, dict):
+            return [[enc(k), enc(v)] for k, v in sorted(x.items(), key=lambda kv: repr(kv[0]))]
+        if isinstance(x, (list, tuple)):
+            return [enc(v) for v in x]
+        if isinstance(x, str):
+            return canon.get(x, x)
+        return x
+
+    text = repr(enc(obj))
+    return None if bad else text
+
+
+def _replan(p: Program, m: Machine, cons: _Constraints, memo: _Memo | None = None) -> Program:
+    division = cons.division or _division(p)
+    residency = cons.residency()
+    if any(b not in {x.name for x in p.kernel.buffers} for b, _ in residency.keep):
+        memo = None
+
+    def make() -> Program:
+        return plan_group(p.kernel, m, {sidx.index_symbol(k): v for k, v in p.sizes}, p.name, force=division,
+                          residency=residency)
+    return make() if memo is None else memo.get(p, m, "replan", (division, residency), make)
 
 
 def _a_operand(kernel: Any, buf: str) -> int | None:
@@ -116,16 +204,20 @@ def _a_operand(kernel: Any, buf: str) -> int | None:
 
 
 def _matmul_reader(q: Program, buf: str, residents: list[Resident], m: Machine,
-                   memo: dict | None = None) -> Program | None:
+                   memo: _Memo | None = None) -> Program | None:
     """The matmul re-planned to stream its A rows from the cores holding them,
-    if that removes every DRAM read of A (``memo``: answers already found in this graph)."""
-    key = (q.name, buf, tuple(residents))
-    if memo is not None and key in memo:
-        return memo[key]
-    r = _matmul_reader_uncached(q, buf, residents, m)
-    if memo is not None:
-        memo[key] = r
-    return r
+    if that removes every DRAM read of A (``memo``: answers already found)."""
+    if memo is None:
+        return _matmul_reader_uncached(q, buf, residents, m)
+    local = (q.name, buf, tuple(residents))
+    if local in memo.readers:
+        return memo.readers[local]
+    none = dataclasses.replace(q, cores=())  # "not served" is cached as an empty program
+    r = memo.get(q, m, "held-a", (buf, tuple(residents), repr(q.plan)),
+                 lambda: _matmul_reader_uncached(q, buf, residents, m) or none)
+    out = None if not r.cores else r
+    memo.readers[local] = out
+    return out
 
 
 def _matmul_reader_uncached(q: Program, buf: str, residents: list[Resident], m: Machine) -> Program | None:
@@ -152,18 +244,20 @@ def _sim(p: Program, m: Machine) -> float:
 
 
 def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Machine,
-                   reads: Sequence[set[str]], writes: Sequence[set[str]]) -> tuple[list[Program | None], list[Decision]]:
+                   reads: Sequence[set[str]], writes: Sequence[set[str]],
+                   cache: Any | None = None) -> tuple[list[Program | None], list[Decision]]:
     """The graph's programs with LX residency applied, and what was kept.
 
     ``programs``: per kernel in order, its static program (None: a kernel whose
     program the planner cannot see, e.g. one with run-time sizes: nothing stays
     in LX across it); ``reads`` / ``writes``: per kernel, the buffers it reads
-    and writes."""
+    and writes; ``cache``: a program cache by kernel structure (the backend's),
+    so identical layers are re-planned once."""
     progs = list(programs)
     cons = [_Constraints() for _ in progs]
-    base = {k: _sim(p, m) for k, p in enumerate(progs) if p is not None}
+    memo = _Memo(cache)
+    base = {k: memo.sim(p, m) for k, p in enumerate(progs) if p is not None}
     decisions: list[Decision] = []
-    memo: dict = {}
     for i, p in enumerate(list(progs)):
         if p is None or p.kind != "loop" or not isinstance(p.kernel, KernelGroup):
             continue
@@ -182,7 +276,7 @@ def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Mac
 
 
 #: Divisions of a producer tried per kept buffer (each is re-planned and simulated).
-MAX_PRODUCER_OPTIONS = 1
+MAX_PRODUCER_OPTIONS = 2
 
 
 def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
@@ -204,14 +298,14 @@ def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
 
 def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int, float], i: int, buf: str,
           outputs: set[str], m: Machine, reads: Sequence[set[str]], writes: Sequence[set[str]],
-          division: Division, memo: dict | None = None) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
+          division: Division, memo: _Memo | None = None) -> tuple[list, list, list[Decision], float, dict[int, float]] | None:
     p = progs[i]
     assert p is not None
     if division != _division(p):
         c0 = cons[i].copy()
         c0.division = division
         try:
-            p = _replan(p, m, c0)
+            p = _replan(p, m, c0, memo)
         except (SchedulingError, LxFull, EmulatorError):
             return None
     # A later kernel that writes the buffer ends the held copy's validity (and
@@ -265,7 +359,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         done = False
         for opt in options:
             try:
-                r = _replan(q, m, opt)
+                r = _replan(q, m, opt, memo)
             except (SchedulingError, LxFull, EmulatorError):
                 continue
             if not _loads(r, buf):
@@ -283,25 +377,28 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     keep_c.keep[buf] = {c: dataclasses.replace(h, store=not elide) for c, h in holds.items()}
     keep_c.division = division
     try:
-        trial[i] = _replan(p, m, keep_c)
+        trial[i] = _replan(p, m, keep_c, memo)
         trial_cons[i] = keep_c
         for x in range(i + 1, last + 1):
             if x in served:
                 if x != last:
                     trial_cons[x].carry += residents
-                    trial[x] = dataclasses.replace(trial[x], lx_out=trial[x].lx_out + tuple(residents))  # type: ignore[arg-type]
+                    before = trial[x]
+                    trial[x] = dataclasses.replace(before, lx_out=before.lx_out + tuple(residents))  # type: ignore[arg-type]
+                    if memo is not None:
+                        memo.derived(before, trial[x], residents)
                 continue
             if progs[x] is None or progs[x].kind != "loop":  # type: ignore[union-attr]
                 return None  # a matmul or hand-written kernel in between would need re-planning around the hold
             rc = trial_cons[x].copy()
             for c, h in holds.items():
                 rc.reserved[c].append((h.addr, h.addr + (h.hi - h.lo) * isz))
-            trial[x] = _replan(progs[x], m, rc)  # type: ignore[arg-type]
+            trial[x] = _replan(progs[x], m, rc, memo)  # type: ignore[arg-type]
             trial_cons[x] = rc
     except (SchedulingError, LxFull, EmulatorError):
         return None
     changed = [x for x in range(i, last + 1) if trial[x] is not progs[x]]
-    new_times = {x: _sim(trial[x], m) for x in changed}  # type: ignore[arg-type]
+    new_times = {x: (memo.sim(trial[x], m) if memo else _sim(trial[x], m)) for x in changed}  # type: ignore[arg-type]
     gain = sum(base[x] - new_times[x] for x in changed)
     if gain <= 0:
         return None

@@ -136,3 +136,38 @@ def test_rows_that_do_not_fit_lx_go_through_dram(report) -> None:
     with use_machine(Machine.from_spec("cores=2,lx_kib=256")):
         _, lx = _compile(_qkv, _args((256, 1024), (1024,), (1024, 128), (1024, 64)), report)
     assert lx["kept"] == 0 and lx["stores_elided"] == 0
+
+
+def test_identical_layers_are_replanned_once_and_alike() -> None:
+    """Two layers of the same structure (other buffer names): with the backend's
+    program cache the second layer's re-plans are cache hits, and both layers
+    get the same decisions, with programs that name their own buffers."""
+    from spyre_adapter.context import ProgramCache
+    layer1 = [K.add(256, 512, out="c"), K.scale(256, 512, "c", "d")]
+    layer2 = [K.add(256, 512, out="e"), K.scale(256, 512, "e", "f")]
+    cache = ProgramCache()
+    plans = {}
+    for name, ks in (("one", layer1), ("two", layer2)):
+        progs = [plan(k, DEFAULT, {}) for k in ks]
+        out = {ks[-1].buffers[-1].name}
+        hits = cache.hits
+        plans[name] = plan_residency(progs, out, DEFAULT, _reads(ks), _writes(ks), cache)
+        plans[name + "_hits"] = cache.hits - hits
+        plans[name + "_plain"] = plan_residency(progs, out, DEFAULT, _reads(ks), _writes(ks))
+    assert plans["one_hits"] == 0 and plans["two_hits"] > 0
+    (p1, d1), (p2, d2) = plans["one"], plans["two"]
+    assert [(d.buffer, d.store_elided) for d in d1] == [("c", True)]
+    assert [(d.buffer, d.store_elided) for d in d2] == [("e", True)]
+    for cached, plain in ((p1, plans["one_plain"][0]), (p2, plans["two_plain"][0])):
+        assert [timing.simulate(p, DEFAULT).total_ns for p in cached] == \
+            [timing.simulate(p, DEFAULT).total_ns for p in plain]
+    # The second layer's programs are about its own buffers.
+    named = {i.src.buffer for c in p2[1].cores for i in c.instrs if isinstance(i, DmaLoad)} | \
+        {r.buffer for p in p2 for r in (*p.lx_in, *p.lx_out)}
+    assert named <= {"e", "f"} and "e" in named
+    bufs = {"a": torch.randn(256 * 512).half(), "b": torch.randn(256 * 512).half(),
+            "e": torch.full((256 * 512,), float("nan")).half(), "f": torch.empty(256 * 512).half()}
+    card = Card(DEFAULT)
+    execute(p2[0], bufs, card)
+    execute(p2[1], bufs, card)
+    torch.testing.assert_close(bufs["f"], (bufs["a"] + bufs["b"]) * 2, atol=1e-2, rtol=1e-2)
