@@ -4,11 +4,14 @@ the programs it emits computing the product on the emulator."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from spyre_adapter.backend import plan
 from spyre_adapter.machine import DEFAULT, Machine
 from spyre_adapter.machine_spec import DoesNotFitError
+from spyre_adapter.on_device import run_compiled
 from spyre_adapter.scheduler.matmul import candidates, choose, plan_matmul, rank, shape_of
+from spyre_shims.runtime import reset_compiled
 from tests.support import kernels as K
 
 
@@ -50,3 +53,16 @@ def test_a_matmul_no_tiling_fits_is_refused() -> None:
     tiny = DEFAULT.replace(lx_bytes=4096, lx_usable_bytes=2048)
     with pytest.raises(DoesNotFitError):
         choose(shape_of(K.mm(64, 4096, 4096), {}), tiny)
+
+
+@pytest.mark.parametrize("bias_shape", [(), (1,), (96,), (1, 96), (64, 1), (1, 1)])
+def test_addmm_bias_broadcasts_from_any_shape(bias_shape) -> None:
+    """A 0-d or size-1 bias (OpInfo's addmm samples) is read once per column
+    tile and broadcast; the planned program runs, with no host fallback."""
+    g = torch.Generator().manual_seed(0)
+    b, x, y = torch.randn(bias_shape, generator=g), torch.randn(64, 40, generator=g), torch.randn(40, 96, generator=g)
+    fn = lambda b, x, y: torch.addmm(b, x, y, alpha=0.6, beta=0.2)  # noqa: E731
+    reset_compiled()
+    out, fallbacks = run_compiled(fn, (b, x, y))
+    assert not fallbacks
+    torch.testing.assert_close(out, fn(b, x, y), atol=1e-4, rtol=1e-4)
