@@ -26,21 +26,21 @@ import nox
 ROOT = Path(__file__).resolve().parent
 
 
-def _load_catalog():  # -> spyre_compat.catalog.Catalog
-    """The release catalog, read through this checkout's own spyre_compat.
+def _load_catalog():  # -> spyre_matrix.catalog.Catalog
+    """The release catalog, read through this checkout's own spyre_matrix.
 
     nox's interpreter need not have the project installed (CI installs only nox),
-    so the package is loaded from its folder (``compat_matrix/`` is ``spyre_compat``).
+    so the package is loaded from its folder (``compat_matrix/`` is ``spyre_matrix``).
     """
-    if "spyre_compat" not in sys.modules:
+    if "spyre_matrix" not in sys.modules:
         package = ROOT / "compat_matrix"
         spec = importlib.util.spec_from_file_location(
-            "spyre_compat", package / "__init__.py", submodule_search_locations=[str(package)]
+            "spyre_matrix", package / "__init__.py", submodule_search_locations=[str(package)]
         )
         module = importlib.util.module_from_spec(spec)
-        sys.modules["spyre_compat"] = module
+        sys.modules["spyre_matrix"] = module
         spec.loader.exec_module(module)
-    from spyre_compat.catalog import load_catalog
+    from spyre_matrix.catalog import load_catalog
 
     return load_catalog()
 
@@ -92,7 +92,7 @@ def compat(session: nox.Session, torch: str) -> None:
             session.warn(f"{tool} not found: torch {torch} needs it ({release.device}); expect failures")
     try:
         _install_project(session, *release.index_args(), *release.pip_requirements())
-        session.run("python", "-m", "spyre_compat", "compat-run", "--torch", torch, "--", *session.posargs)
+        session.run("python", "-m", "spyre_matrix", "compat-run", "--torch", torch, "--", *session.posargs)
     finally:
         if os.environ.get("SPYRE_MATRIX_PRUNE") == "1":
             shutil.rmtree(session.virtualenv.location, ignore_errors=True)
@@ -111,19 +111,20 @@ def report(session: nox.Session) -> None:
     """
     session.install("packaging", "matplotlib")
     session.install("--no-deps", "-e", ".")
-    session.run("python", "-m", "spyre_compat", "report", *session.posargs)
+    session.run("python", "-m", "spyre_matrix", "report", "--vendor", "examples", *session.posargs)
 
 
 @nox.session(python=PYTHON, venv_backend="uv|venv")
 def surface(session: nox.Session) -> None:
     """Re-extract compat_matrix/surface/<release>.json from release wheels (static, never imports torch).
 
-    Downloads only releases missing from --src (default /work/torch-src). Pass
+    Downloads only releases missing from --src (default: torch-src in the user's cache folder, see
+    spyre_matrix.paths). Pass
     releases or options after `--`, e.g. `nox -s surface -- 2.15.0 --src DIR`.
     """
     session.install("packaging", "pip")  # pip: `pip download` of the wheels
     session.install("--no-deps", "-e", ".")
-    session.run("python", "-m", "spyre_compat", "surface", "--fetch", *session.posargs)
+    session.run("python", "-m", "spyre_matrix", "surface", "--fetch", *session.posargs)
 
 
 @nox.session(python=PYTHON, venv_backend="uv|venv")
@@ -132,7 +133,7 @@ def api_index(session: nox.Session) -> None:
     torch._dynamo (modules, names, class bases, signatures) the upgrade codemod checks against.
 
     For each supported release: the .py files of those two packages are read from an extracted
-    tree under --src when there is one (e.g. `-- --src /work/torch-src`), else from the release
+    tree under --src when there is one (e.g. `-- --src ~/torch-src`), else from the release
     wheel, which is downloaded (~1 GB, CUDA build), read and deleted. Never imports torch.
     Pass releases after `--` to index only those (the committed file holds all supported ones).
     """
@@ -145,7 +146,7 @@ def api_index(session: nox.Session) -> None:
 
 #: What `nox -s docs` installs besides the project (also the `docs` extra in pyproject.toml).
 DOCS_REQUIREMENTS = ("mkdocs>=1.6,<2", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.30", "griffe>=1.6", "ruff")
-#: The project's own dependencies the docs hooks import (spyre_compat, spyre_codemods); not torch.
+#: The project's own dependencies the docs hooks import (spyre_matrix, spyre_codemods); not torch.
 DOCS_PROJECT_DEPENDENCIES = ("packaging>=23", "libcst>=1.1", "rich>=13")
 MYPY_FLAGS = ("--strict", "--follow-imports=silent", "--disable-error-code=import-untyped")  # sympy has no types
 
@@ -198,13 +199,22 @@ def opinfo(session: nox.Session) -> None:
     session.run("python", "-m", "spyre_adapter.opinfo", *session.posargs)
 
 
+def _shared_workload_files() -> list[str]:
+    """The real-model workload files: ``shared/workloads`` beside this checkout
+    (the first one going up; a git worktree sits one level deeper)."""
+    for parent in ROOT.parents:
+        folder = parent / "shared" / "workloads"
+        if folder.is_dir():
+            return sorted(str(p) for p in folder.glob("*.yaml") if p.name != "template.yaml")
+    return []
+
+
 @nox.session(python=PYTHON, venv_backend="venv")
 def workloads(session: nox.Session) -> None:
-    """Every case of the real-model workload files (../shared/workloads by default,
+    """Every case of the real-model workload files (shared/workloads beside the checkout by default,
     or the files given after `--`): one JSON per file in results/workloads/."""
     _install_project(session, f"torch=={CATALOG.development}")
-    files = session.posargs or sorted(str(p) for p in (ROOT.parent / "shared" / "workloads").glob("*.yaml")
-                                      if p.name != "template.yaml")
+    files = session.posargs or _shared_workload_files()
     for path in files:
         out = ROOT / "results" / "workloads" / f"{Path(path).stem}.json"
         session.run("python", "-m", "spyre_adapter.workloads", path, "--json", str(out))
@@ -221,4 +231,6 @@ def bench(session: nox.Session) -> None:
     _install_project(session, f"torch=={CATALOG.development}")
     out = ROOT / "results" / "bench" / "bench.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    session.run("spyre-adapter", "bench", "--json", str(out), *session.posargs)
+    workloads = () if "--quick" in session.posargs or "--workloads" in session.posargs else (
+        "--workloads", *_shared_workload_files())
+    session.run("spyre-adapter", "bench", "--json", str(out), *workloads, *session.posargs)

@@ -138,7 +138,7 @@ def inductor_tree(torch_src: Path | None, fetch: bool, workdir: Path) -> Path:
     if not fetch:
         raise SystemExit(f"error: argument --torch-src: no {INDUCTOR_RELEASE}/torch/_inductor under {torch_src} "
                          "(accepted: a folder of extracted release trees; or pass --fetch)")
-    from spyre_compat.sources import download_wheel
+    from spyre_matrix.sources import download_wheel
 
     wheel = download_wheel(INDUCTOR_RELEASE, workdir / "wheels")
     try:

@@ -26,7 +26,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from spyre_compat.source_tree import ModuleIndex, render_signature
+from spyre_matrix.catalog import load_catalog
+from spyre_matrix.source_tree import ModuleIndex, render_signature
+from spyre_matrix.sources import download_wheel
 
 from .api_index import INDEXED_PACKAGES, INDEX_PATH, SCHEMA
 
@@ -225,9 +227,7 @@ def _release_sources(version: str, src: Path | None, fetch: bool, wheels: Path) 
         return
     if not fetch:
         raise SystemExit(f"error: no torch/_inductor under {tree}; pass --fetch to download torch {version}")
-    from spyre_compat.sources import download_wheel  # pip download of exactly that wheel
-
-    wheel = download_wheel(version, wheels)
+    wheel = download_wheel(version, wheels)  # pip download of exactly that wheel
     try:
         yield from _sources_in_wheel(wheel)
     finally:
@@ -246,8 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     releases = args.releases
     if not releases:
-        from spyre_compat.catalog import load_catalog
-
         releases = [r.torch for r in load_catalog().supported]
     per_release: dict[str, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="api-index-wheels-") as wheels:

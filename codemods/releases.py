@@ -3,7 +3,7 @@
 Rules are keyed by the minor release that introduced the new spelling; patch
 releases never move Inductor APIs, so ``2.9.1`` and ``2.9`` select the same rules.
 The releases themselves come from the project's one release catalog
-(``compat_matrix/releases.toml``, read through :mod:`spyre_compat.catalog`).
+(``compat_matrix/releases.toml``, read through :mod:`spyre_matrix.catalog`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from spyre_compat.catalog import load_catalog
+from spyre_matrix.catalog import load_catalog
 
 __all__ = ["Release", "KNOWN_RELEASES", "parse_release", "known_release"]
 

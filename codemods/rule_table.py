@@ -1,7 +1,7 @@
 """The upgrade rules, as data, keyed by the release that introduced the new spelling.
 
 Every entry was confirmed against the wheels of the releases it names (latest patch
-of each minor, sources under ``/work/torch-src/<version>/``); ``confirmed`` says where.
+of each minor, extracted by ``nox -s surface`` under ``<torch-src>/<version>/``); ``confirmed`` says where.
 Add a rule by appending an entry: the transform, the pre-filter, the docs table and
 the test-coverage check all read this table.
 """

@@ -1,2 +1,2 @@
-"""spyre_compat: the PyTorch compatibility matrix (release catalog, static API-surface extraction,
+"""spyre_matrix: the PyTorch compatibility matrix (release catalog, static API-surface extraction,
 per-release results and the maintenance-cost report). Never imports torch internals."""

@@ -1,5 +1,5 @@
-"""``python -m spyre_compat``: the matrix commands without the main ``spyre-adapter`` CLI."""
+"""``python -m spyre_matrix``: the matrix commands without the main ``spyre-adapter`` CLI."""
 
-from spyre_compat.cli import main
+from spyre_matrix.cli import main
 
 raise SystemExit(main())

@@ -16,7 +16,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from spyre_compat.paths import ADAPTERS_DIR
+from spyre_matrix.paths import ADAPTERS_DIR
 
 # Tokens that do not make a line "code".
 _NON_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +9,14 @@ from typing import Any
 
 from packaging.version import Version
 
-from spyre_compat.paths import PACKAGE_DIR
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
-CATALOG_PATH = PACKAGE_DIR / "releases.toml"
+#: Package data beside this module (read without the rest of the package: the
+#: noxfile loads this module alone, in an interpreter without the project installed).
+CATALOG_PATH = Path(__file__).resolve().with_name("releases.toml")
 
 # Every supported release carries this tag; "quick" is opted into per release.
 FULL_TAG = "full"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spyre_compat.churn import CATEGORIES
-from spyre_compat.report import Row
+from spyre_matrix.churn import CATEGORIES
+from spyre_matrix.report import Row
 
 _COLORS = {"added": "#4c956c", "removed": "#d1495b", "moved": "#edae49", "signature_changed": "#00798c"}
 

@@ -1,4 +1,4 @@
-"""Command line: ``spyre-adapter report|surface|compat-run|compat-table`` (also ``python -m spyre_compat``)."""
+"""Command line: ``spyre-adapter report|surface|compat-run|compat-table`` (also ``python -m spyre_matrix``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ from typing import Any
 
 from packaging.version import Version
 
-from spyre_compat.catalog import Catalog, Release, load_catalog, render_compat_table
-from spyre_compat.paths import DEFAULT_TORCH_SRC, REPORT_MD, REPORT_PNG, SURFACE_DIR
+from spyre_surface import load_surface_spec
 
-DEFAULT_WHEELS = Path("/work/wheels")
+from spyre_matrix.catalog import Catalog, Release, load_catalog, render_compat_table
+from spyre_matrix.chart import render_chart
+from spyre_matrix.extract import extract_release, write_surface
+from spyre_matrix.report import build_rows, load_inputs, render_report
+from spyre_matrix.results import load_results
+from spyre_matrix.runner import run_compat
+from spyre_matrix.source_tree import SourceTree
+from spyre_matrix.sources import ensure_release, is_extracted, release_dir
+from spyre_matrix.paths import DEFAULT_TORCH_SRC, DEFAULT_WHEELS, REPORT_MD, REPORT_PNG, SURFACE_DIR, VENDOR_DIRS
 
 
 def register(subparsers: Any) -> None:
@@ -22,13 +29,17 @@ def register(subparsers: Any) -> None:
     report = subparsers.add_parser("report", help="render compat_matrix/REPORT.md and report.png from committed data")
     report.add_argument("--check", action="store_true", help="write nothing; exit 1 if REPORT.md is stale")
     report.add_argument("--no-png", action="store_true", help="skip the chart (no matplotlib needed)")
+    report.add_argument("--vendor", type=Path, action="append", default=[], metavar="DIR",
+                        help="also scan DIR for release-specific vendor lines (default: the installed spyre_adapter)")
     report.set_defaults(func=cmd_report)
 
     surface = subparsers.add_parser("surface", help="extract per-release API-surface JSON from release sources")
     surface.add_argument("releases", nargs="*", help="catalog releases (default: all)")
-    surface.add_argument("--src", type=Path, default=DEFAULT_TORCH_SRC, help="holds <version>/torch/... trees")
+    surface.add_argument("--src", type=Path, default=DEFAULT_TORCH_SRC,
+                         help=f"holds <version>/torch/... trees (default: {DEFAULT_TORCH_SRC})")
     surface.add_argument("--fetch", action="store_true", help="download and extract releases missing from --src")
-    surface.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS, help="download directory for --fetch")
+    surface.add_argument("--wheels", type=Path, default=DEFAULT_WHEELS,
+                         help=f"download directory for --fetch (default: {DEFAULT_WHEELS})")
     surface.add_argument("--installed", action="store_true", help="analyse the installed torch instead of --src")
     surface.add_argument("--out", type=Path, default=SURFACE_DIR, help="where <version>.json is written")
     surface.set_defaults(func=cmd_surface)
@@ -45,9 +56,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spyre_compat.report import build_rows, load_inputs, render_report
-
-    inputs = load_inputs()
+    inputs = load_inputs((*VENDOR_DIRS, *args.vendor))
     text = render_report(inputs)
     if args.check:
         current = REPORT_MD.read_text(encoding="utf-8") if REPORT_MD.is_file() else ""
@@ -56,13 +65,11 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 0
         sys.stdout.writelines(difflib.unified_diff(
             current.splitlines(keepends=True), text.splitlines(keepends=True), "committed", "regenerated"))
-        print(f"\n{REPORT_MD} is stale: run `nox -s report` or `python -m spyre_compat report`", file=sys.stderr)
+        print(f"\n{REPORT_MD} is stale: run `nox -s report` or `python -m spyre_matrix report`", file=sys.stderr)
         return 1
     REPORT_MD.write_text(text, encoding="utf-8")
     print(f"wrote {REPORT_MD}")
     if not args.no_png:
-        from spyre_compat.chart import render_chart
-
         print(f"wrote {render_chart(build_rows(inputs), REPORT_PNG)}")
     return 0
 
@@ -72,11 +79,6 @@ def _selected(catalog: Catalog, names: Sequence[str]) -> list[Release]:
 
 
 def cmd_surface(args: argparse.Namespace) -> int:
-    from spyre_compat.extract import extract_release, write_surface
-    from spyre_compat.source_tree import SourceTree
-    from spyre_compat.sources import ensure_release, is_extracted, release_dir
-    from spyre_compat.surface_spec import load_surface_spec
-
     catalog = load_catalog()
     spec = load_surface_spec()
 
@@ -117,8 +119,6 @@ def cmd_surface(args: argparse.Namespace) -> int:
 
 
 def cmd_compat_run(args: argparse.Namespace) -> int:
-    from spyre_compat.runner import run_compat
-
     release = load_catalog().get(args.torch)
     pytest_args = [a for a in args.pytest_args if a != "--"]
     kwargs = {"results_dir": args.results} if args.results else {}
@@ -130,15 +130,13 @@ def cmd_compat_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace) -> int:
-    from spyre_compat.results import load_results
-
     statuses = {torch: r["status"] for torch, r in load_results().items()}
     sys.stdout.write(render_compat_table(load_catalog(), statuses, only_supported=not args.all))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spyre_compat", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m spyre_matrix", description=__doc__)
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return int(args.func(args))

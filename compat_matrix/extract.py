@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from spyre_compat.churn import diff_api, tree_diff, tree_stats
-from spyre_compat.paths import SURFACE_DIR
-from spyre_compat.source_tree import SourceTree, parameter_names
-from spyre_compat.surface_spec import SurfaceSymbol, renames
+from spyre_surface import SurfaceSymbol, renames
+
+from spyre_matrix.churn import diff_api, tree_diff, tree_stats
+from spyre_matrix.paths import SURFACE_DIR
+from spyre_matrix.source_tree import SourceTree, parameter_names
 
 SURFACE_SCHEMA = 1
 INDUCTOR = "torch._inductor"
@@ -118,7 +119,7 @@ def extract_release(
 
 
 def surface_renames(spec: tuple[SurfaceSymbol, ...]) -> dict[str, str]:
-    """Known old key -> new key (the shims' aliases), for :func:`spyre_compat.churn.diff_api`."""
+    """Known old key -> new key (the shims' aliases), for :func:`spyre_matrix.churn.diff_api`."""
     return {old.key: new.key for old, new in renames(spec).items()}
 
 

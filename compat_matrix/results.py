@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from spyre_compat.paths import RESULTS_DIR
+from spyre_matrix.paths import RESULTS_DIR
 
 STATUSES = ("pass", "fail")
 REQUIRED = {"torch": str, "status": str, "tests": dict, "features": dict, "adapters": list, "na": list}

@@ -23,8 +23,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from spyre_compat.paths import REPO_ROOT, RESULTS_DIR
-from spyre_compat.results import make_result, parse_junit, write_crash_junit, write_result
+from spyre_matrix.paths import PACKAGE_DIR, RESULTS_DIR
+from spyre_matrix.results import make_result, parse_junit, write_crash_junit, write_result
 
 PROBE_COMMAND = ("spyre-adapter", "probe")
 MATRIX_ENV = "SPYRE_MATRIX_RUN"
@@ -83,19 +83,26 @@ def run_probe() -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
-def source_commit(root: Path = REPO_ROOT) -> str | None:
-    """The checkout's commit, with "+dirty" when tracked source differs from it.
+def source_commit(root: Path | None = None) -> str | None:
+    """The commit of the checkout this package runs from (``root``: another
+    checkout), with "+dirty" when tracked source differs from it; None outside a
+    git checkout (an installed wheel).
 
     Results record it so "one commit green on every release" can be checked;
     changes under ``compat_matrix/results/`` (written by the sessions) do not count.
     """
     def git(*args: str) -> str | None:
         try:
-            proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+            proc = subprocess.run(["git", "-C", str(root or PACKAGE_DIR), *args], capture_output=True, text=True,
+                                  check=False)
         except OSError:  # no git on this machine
             return None
         return proc.stdout.strip() if proc.returncode == 0 else None
 
+    top = git("rev-parse", "--show-toplevel")
+    if top is None:
+        return None
+    root = Path(top)
     commit = git("rev-parse", "--short=12", "HEAD")
     if commit is None:
         return None

@@ -1,7 +1,7 @@
 """Static view of a torch source tree: find modules, parse them with ``ast``, resolve symbols.
 
 Never imports torch: the tree may be any release (an extracted wheel under
-``/work/torch-src/<version>`` or the installed package's directory).
+``<torch-src>/<version>``, see :mod:`spyre_matrix.paths`, or the installed package's directory).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spyre_compat.paths import REPO_ROOT, VENDOR_DIRS
+from spyre_matrix.paths import VENDOR_DIRS
 
 INTERNAL_PACKAGES = ("torch._inductor", "torch._dynamo", "torch._functorch")
 METHOD = (
@@ -66,11 +66,11 @@ def scan_source(source: str, path: str) -> list[VendorLine]:
     return [VendorLine(path, line, reason) for line, reason in sorted(found.items())]
 
 
-def scan_vendor(directories: Iterable[Path] = VENDOR_DIRS, root: Path = REPO_ROOT) -> list[VendorLine]:
-    """Release-specific lines in the vendor trees (missing trees are simply empty)."""
+def scan_vendor(directories: Iterable[Path] = VENDOR_DIRS) -> list[VendorLine]:
+    """Release-specific lines in the vendor trees (missing trees are simply empty),
+    each named by its path from the tree's parent (``spyre_adapter/x.py``)."""
     out: list[VendorLine] = []
     for directory in directories:
         for path in sorted(directory.rglob("*.py")) if directory.is_dir() else []:
-            rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-            out += scan_source(path.read_text(encoding="utf-8"), rel)
+            out += scan_source(path.read_text(encoding="utf-8"), path.relative_to(directory.parent).as_posix())
     return out

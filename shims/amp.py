@@ -15,6 +15,9 @@ from collections.abc import Sequence
 
 import torch
 
+from ._torch import autocast
+from .device import registered_device
+
 __all__ = ["enable_autocast", "autocast_policy"]
 
 
@@ -24,9 +27,6 @@ def enable_autocast(device: str, dtypes: Sequence[torch.dtype] = (torch.float16,
     ``dtypes`` are the autocast dtypes the device accepts; ``torch.<device>``
     gains ``get_amp_supported_dtype()`` returning them unless it has one.
     """
-    from ._torch import autocast
-    from .device import registered_device
-
     if registered_device() != device:
         raise RuntimeError(f"autocast needs the host-backed device {device!r} registered first "
                            f"(registered: {registered_device()!r})")
@@ -41,6 +41,4 @@ def autocast_policy() -> dict[str, str]:
     """aten op name -> ``"lower_precision"`` (the autocast dtype), ``"fp32"``,
     ``"fp32_dtype_arg"`` (reductions given ``dtype=torch.float32`` unless the
     caller chose one) or ``"promote"`` (widest input dtype)."""
-    from ._torch import autocast
-
     return autocast.policy()

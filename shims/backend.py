@@ -14,13 +14,15 @@ import dataclasses
 import hashlib
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import sympy
 import torch
 
 from ._api_level import API_LEVEL
-from .kernel_ir import GraphIR, Kernel
+from ._registry import BACKENDS, get_backend, registered_backends
+from ._torch import bridge
+from .kernel_ir import FusionCandidate, GraphIR, Kernel
 
 __all__ = [
     "API_LEVEL",
@@ -52,26 +54,6 @@ class DeviceProperties:
     cores: int
     memory_bytes: int = 0
     bf16: bool = True
-
-
-@dataclasses.dataclass(frozen=True)
-class FusionCandidate:
-    """A scheduled node (or fused group) Inductor proposes to fuse.
-
-    ``numel`` x ``reduction_numel`` is its iteration space as Inductor groups it;
-    ``kernels`` names its loop kernels; ``reads``/``writes`` its buffers.
-    """
-
-    kernels: tuple[str, ...]
-    numel: sympy.Expr
-    reduction_numel: sympy.Expr
-    reads: frozenset[str]
-    writes: frozenset[str]
-
-    @property
-    def is_reduction(self) -> bool:
-        """True when the candidate reduces."""
-        return cast(bool, self.reduction_numel != 1)
 
 
 def default_can_fuse(a: FusionCandidate, b: FusionCandidate, vertical: bool) -> bool:
@@ -145,9 +127,6 @@ class Backend(abc.ABC):
         return f"{type(self).__module__}:{type(self).__qualname__}"
 
 
-_BACKENDS: dict[str, Backend] = {}
-
-
 def register_backend(backend: Backend) -> None:
     """Make ``torch.compile`` use ``backend`` for tensors on ``backend.device``.
 
@@ -155,24 +134,12 @@ def register_backend(backend: Backend) -> None:
     Raises :class:`~spyre_shims.errors.UnsupportedTorchError` when the installed
     torch lacks what registration needs.
     """
-    from ._torch import bridge
-
     if not backend.device:
         raise ValueError("Backend.device is empty")
     if backend.api_level > API_LEVEL:
         raise ValueError(f"backend needs API level {backend.api_level}; this is level {API_LEVEL}")
-    _BACKENDS[backend.device] = backend
+    BACKENDS[backend.device] = backend
     bridge.install(backend)
-
-
-def get_backend(device: str) -> Backend | None:
-    """The backend registered for ``device``, if any."""
-    return _BACKENDS.get(device)
-
-
-def registered_backends() -> dict[str, Backend]:
-    """All registered backends by device."""
-    return dict(_BACKENDS)
 
 
 def warn_fallback(what: str) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ._api_level import API_LEVEL
 from .ops import POINTWISE, REDUCTIONS, STRUCTURAL
+from .probe import run_probe
 
 __all__ = ["Capabilities", "capabilities"]
 
@@ -41,8 +42,6 @@ class Capabilities:
 @functools.cache
 def capabilities() -> Capabilities:
     """The capabilities of the stable API on the installed torch (cached)."""
-    from .probe import run_probe
-
     p = run_probe()
     return Capabilities(API_LEVEL, p["torch"], p["window"], p["window_ok"], dict(p["features"]),
                         tuple(p["adapters"]), frozenset(POINTWISE), STRUCTURAL, REDUCTIONS)

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ._torch import dynamo_counts
+
 __all__ = ["CompileCounts", "count_compiles", "mark_dynamic"]
 
 
@@ -38,8 +40,6 @@ class CompileCounts:
 @contextmanager
 def count_compiles() -> Iterator[CompileCounts]:
     """Count compilation inside the block; the yielded object is filled on exit."""
-    from ._torch import dynamo_counts
-
     counts = CompileCounts()
     before = dynamo_counts.snapshot()
     timer = dynamo_counts.CompileTimer()
@@ -55,6 +55,4 @@ def count_compiles() -> Iterator[CompileCounts]:
 def mark_dynamic(t: torch.Tensor, dims: int | Sequence[int]) -> None:
     """Compile ``t``'s dimensions ``dims`` with symbolic sizes from the first
     compile on (Dynamo otherwise specialises, then recompiles once they change)."""
-    from ._torch import dynamo_counts
-
     dynamo_counts.mark_dynamic(t, list(dims) if not isinstance(dims, int) else dims)

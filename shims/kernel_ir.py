@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
@@ -24,6 +23,7 @@ from typing import Any, Literal, Union
 import sympy
 
 from . import index as _index
+from . import jsonform
 
 __all__ = [
     "IR_VERSION",
@@ -35,12 +35,14 @@ __all__ = [
     "ExternKernel",
     "Kernel",
     "GraphIR",
+    "FusionCandidate",
     "to_json",
     "from_json",
 ]
 
-#: Bumped when the JSON form changes; readers reject newer versions.
-IR_VERSION = 1
+#: Bumped when the JSON form changes; readers reject newer versions and read
+#: version 1 (index expressions as ``srepr`` text, graph outputs in ``meta``).
+IR_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,8 @@ class GraphIR:
     """Everything one compiled graph ran on the device, in program order.
 
     ``fallbacks`` names the aten ops of that graph that ran on the host instead;
-    ``meta`` carries ``("outputs", names)``: the buffers the graph returns.
+    ``outputs`` the buffers the graph returns (read by its caller after the
+    last kernel, so they must reach memory); ``meta`` carries free-form extras.
     """
 
     name: str
@@ -193,6 +196,27 @@ class GraphIR:
     fallbacks: tuple[str, ...] = ()
     ir_version: int = IR_VERSION
     meta: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    outputs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FusionCandidate:
+    """A scheduled node (or fused group) Inductor proposes to fuse.
+
+    ``numel`` x ``reduction_numel`` is its iteration space as Inductor groups it;
+    ``kernels`` names its loop kernels; ``reads``/``writes`` its buffers.
+    """
+
+    kernels: tuple[str, ...]
+    numel: sympy.Expr
+    reduction_numel: sympy.Expr
+    reads: frozenset[str]
+    writes: frozenset[str]
+
+    @property
+    def is_reduction(self) -> bool:
+        """True when the candidate reduces."""
+        return bool(self.reduction_numel != 1)
 
 
 def _unique(items: Iterator[Any] | Any) -> tuple[Any, ...]:
@@ -201,49 +225,72 @@ def _unique(items: Iterator[Any] | Any) -> tuple[Any, ...]:
 
 # ----------------------------------------------------------------------------- JSON
 
-_TYPES: dict[str, type] = {
-    c.__name__: c for c in (Ref, Instr, BufferSpec, LoopKernel, KernelGroup, ExternKernel, GraphIR)
+_TYPES = (Ref, Instr, BufferSpec, LoopKernel, KernelGroup, ExternKernel, GraphIR)
+
+#: Index expressions: their JSON tree (version 2) and srepr text (version 1, read only).
+_LEAVES = (
+    jsonform.Leaf("$x", sympy.Expr, _index.to_tree, _index.from_tree),
+    jsonform.Leaf("$e", sympy.Expr, None, _index.from_srepr),
+)
+
+#: Instruction operands that are index expressions, by op.
+_INDEX_OPERANDS: dict[str, tuple[int, ...]] = {
+    "load": (1,), "store": (1,), "store_reduction": (1,), "index_expr": (0,), "indirect": (1,),
+    "check_bounds": (0, 1),
 }
+#: Instruction operands that name a buffer, by op.
+_BUFFER_OPERANDS: dict[str, tuple[int, ...]] = {"load": (0,), "store": (0,), "store_reduction": (0,)}
 
 
-def _enc(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {"$t": type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = _enc(getattr(obj, f.name))
-        return out
-    if isinstance(obj, sympy.Basic):
-        return {"$e": _index.to_json(obj)}
-    if isinstance(obj, tuple):
-        return [_enc(x) for x in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return {"$f": repr(obj)}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot serialise {type(obj).__name__} in the Kernel IR: {obj!r}")
+def _refs(value: Any) -> Iterator[Ref]:
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, tuple):
+        for v in value:
+            yield from _refs(v)
 
 
-def _dec(obj: Any) -> Any:
-    if isinstance(obj, list):
-        return tuple(_dec(x) for x in obj)
-    if isinstance(obj, dict):
-        if "$e" in obj:
-            return _index.parse(obj["$e"])
-        if "$f" in obj:
-            return float(obj["$f"])
-        cls = _TYPES[obj["$t"]]
-        return cls(**{k: _dec(v) for k, v in obj.items() if k != "$t"})
-    return obj
+def _check(obj: Any) -> None:
+    """What the annotations cannot say: operands of the right kind, SSA order."""
+    if isinstance(obj, Instr):
+        for pos in _INDEX_OPERANDS.get(obj.op, ()):
+            if pos >= len(obj.args) or not isinstance(obj.args[pos], sympy.Expr):
+                raise ValueError(f"operand {pos} of {obj.op} must be an index expression")
+        for pos in _BUFFER_OPERANDS.get(obj.op, ()):
+            if pos >= len(obj.args) or not isinstance(obj.args[pos], str):
+                raise ValueError(f"operand {pos} of {obj.op} must be a buffer name")
+    elif isinstance(obj, LoopKernel):
+        for k, ins in enumerate(obj.body):
+            for ref in (*_refs(ins.args), *_refs(ins.mask)):
+                if not 0 <= ref.id < k:
+                    raise ValueError(f"instruction {k} ({ins.op}) refers to {ref.id}, not an earlier instruction")
 
 
 def to_json(obj: Any, *, indent: int | None = None) -> str:
     """Serialise any Kernel IR object."""
-    return json.dumps(_enc(obj), indent=indent, sort_keys=False)
+    return json.dumps(jsonform.encode(obj, _LEAVES), indent=indent, sort_keys=False)
 
 
 def from_json(text: str) -> Any:
-    """Rebuild a Kernel IR object from :func:`to_json` output."""
-    obj = _dec(json.loads(text))
-    if isinstance(obj, GraphIR) and obj.ir_version > IR_VERSION:
-        raise ValueError(f"Kernel IR version {obj.ir_version} is newer than this reader ({IR_VERSION})")
+    """Rebuild a Kernel IR object from :func:`to_json` output (this version or
+    version 1). Loading runs nothing: see :mod:`spyre_shims.jsonform`. Raises
+    :class:`~spyre_shims.jsonform.FormatError` (a :class:`ValueError`) naming
+    the place of the first problem, or when the IR is newer than this reader."""
+    obj = jsonform.loads(text, Union[_TYPES], _TYPES, _LEAVES, what="Kernel IR", check=_check)
+    if isinstance(obj, GraphIR):
+        if obj.ir_version > IR_VERSION:
+            raise jsonform.FormatError(f"Kernel IR version {obj.ir_version} is newer than this reader ({IR_VERSION})")
+        if obj.ir_version < 1:
+            raise jsonform.FormatError(f"Kernel IR version {obj.ir_version} does not exist")
+        if obj.ir_version == 1:
+            obj = _from_version_1(obj)
     return obj
+
+
+def _from_version_1(graph: GraphIR) -> GraphIR:
+    """Version 1 kept the graph's outputs in ``meta``."""
+    meta = dict(graph.meta)
+    outputs = meta.pop("outputs", ())
+    if not isinstance(outputs, tuple) or not all(isinstance(o, str) for o in outputs):
+        raise jsonform.FormatError("Kernel IR: GraphIR.meta: version-1 outputs must be a list of buffer names")
+    return dataclasses.replace(graph, outputs=outputs, meta=tuple(meta.items()), ir_version=IR_VERSION)

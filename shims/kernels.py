@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["KernelSpec", "register_kernel", "registered_kernels", "constant_arg_names", "NAMESPACE"]
+from ._registry import KERNELS, NAMESPACE, constant_arg_names, registered_kernels
+from ._torch import passes
 
-#: The torch.library namespace of hand-written kernels (``torch.ops.shim_kernels``).
-NAMESPACE = "shim_kernels"
+__all__ = ["KernelSpec", "register_kernel", "registered_kernels", "constant_arg_names", "NAMESPACE"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,6 @@ class KernelSpec:
         return f"{NAMESPACE}::{self.name}"
 
 
-_KERNELS: dict[str, KernelSpec] = {}
 _LIB: torch.library.Library | None = None
 
 
@@ -74,7 +73,7 @@ def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], sch
     so the generic path can be compiled for comparison).
     """
     global _LIB
-    if name in _KERNELS:
+    if name in KERNELS:
         raise ValueError(f"hand-written kernel {name!r} is already registered")
     if _LIB is None:
         _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # noqa: TOR901 - our own namespace
@@ -86,28 +85,6 @@ def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], sch
     _LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
     torch.library.register_fake(f"{NAMESPACE}::{name}", fake or reference, lib=_LIB)
     spec = KernelSpec(device, name, replaces, schema, bind, reference, device_impl, enabled)
-    _KERNELS[name] = spec
-    from ._torch import passes
-
+    KERNELS[name] = spec
     passes.install_kernel_rewrites()
     return spec
-
-
-def registered_kernels() -> dict[str, KernelSpec]:
-    """Hand-written kernels by name."""
-    return dict(_KERNELS)
-
-
-def constant_arg_names(name: str) -> tuple[str, ...]:
-    """The names of a registered kernel's non-tensor arguments, in schema order
-    (how a recorded call names its scalar attributes)."""
-    spec = _KERNELS.get(name)
-    if spec is None:
-        return ()
-    args = spec.schema.strip()[1:].split(")")[0]
-    out = []
-    for part in args.split(","):
-        words = part.strip().split()
-        if len(words) >= 2 and not words[0].startswith("Tensor"):
-            out.append(words[1].split("=")[0])
-    return tuple(out)

@@ -15,6 +15,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from ._torch import inductor as ind
+from ._torch.patches import REGISTRY, Patch
+
 __all__ = ["register_decomposition", "register_fallback", "registered_decompositions"]
 
 _REGISTERED: list[str] = []
@@ -37,7 +40,6 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
     falls back as before); ``fn`` may return ``NotImplemented`` too, to keep
     the op whole for arguments it does not handle.
     """
-    from ._torch.patches import REGISTRY, Patch
 
     def keep_whole(*args: Any, **kwargs: Any) -> Any:
         return NotImplemented
@@ -57,9 +59,7 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
     REGISTRY.register(Patch(name, "torch._inductor.decomposition:decompositions", make,
                             f"{device} decomposes {op} its own way", key=op, new_key=True))
     REGISTRY.apply(name)
-    from ._torch.inductor import refresh_decompositions
-
-    refresh_decompositions()
+    ind.refresh_decompositions()
     _REGISTERED.append(name)
 
 
@@ -72,8 +72,6 @@ def register_fallback(op: Any, device: str) -> Callable[[], None]:
     """Keep ``op`` as one aten call on ``device`` (it runs on the host, announced as
     a fallback) instead of lowering or decomposing it; other devices are
     unaffected. Returns a function that undoes the registration."""
-    from ._torch import inductor as ind
-    from ._torch.patches import REGISTRY, Patch
 
     def lower(original: Callable[..., Any], fired: Callable[[], None]) -> Callable[..., Any]:
         host = ind.fallback_lowering(op)

@@ -1,6 +1,6 @@
 """Check the installed torch against the internal surface the shims rely on.
 
-Reads ``_torch/surface.toml`` and reports, per symbol, whether it is present,
+Reads the surface declaration (:mod:`spyre_surface`) and reports, per symbol, whether it is present,
 moved (found only at a documented alias), missing, or present with a changed
 signature, and which stable-API features are therefore unavailable. A vendor
 runs this (``spyre-adapter probe``) before upgrading torch.
@@ -15,24 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from spyre_surface import SPEC_PATH, SurfaceSymbol, load_entries, load_surface_spec
 
 from ._torch import select
 from ._torch.version import WINDOW_TEXT, in_window, installed
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
-SURFACE = Path(__file__).parent / "_torch" / "surface.toml"
+#: The surface declaration the probe checks (package data of ``spyre_surface``).
+SURFACE = SPEC_PATH
 
 __all__ = ["load_surface", "run_probe", "print_probe", "SURFACE"]
 
 
 def load_surface(path: Path = SURFACE) -> list[dict[str, Any]]:
-    """The symbol table (see the header of surface.toml)."""
-    with open(path, "rb") as f:
-        return list(tomllib.load(f)["symbol"])
+    """The symbol table (see the header of surface.toml), defaults filled in."""
+    return load_entries(path)
 
 
 def _lookup(module: str, qualname: str) -> Any:
@@ -49,24 +45,22 @@ def _params(obj: Any) -> list[str] | None:
         return None
 
 
-def _check(entry: dict[str, Any]) -> dict[str, Any]:
-    out = {"name": entry["name"], "module": entry["module"], "feature": entry["feature"],
-           "required": entry.get("required", True)}
-    places = [(entry["module"], entry["name"], entry.get("params"))]
-    places += [(a["module"], a["name"], a.get("params", entry.get("params"))) for a in entry.get("aliases", [])]
+def _check(symbol: SurfaceSymbol) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": symbol.location.name, "module": symbol.location.module, "feature": symbol.feature,
+                           "required": symbol.required}
     changed = None
-    for k, (mod, name, want) in enumerate(places):
+    for k, (where, want) in enumerate(symbol.places()):
         try:
-            obj = _lookup(mod, name)
+            obj = _lookup(where.module, where.name)
         except (ImportError, AttributeError):
             continue
         got = _params(obj) if want else None
-        if want and got is not None and got[: len(want)] != want:
-            changed = changed or {"found_at": f"{mod}:{name}", "params": got}
+        if want and got is not None and tuple(got[: len(want)]) != want:
+            changed = changed or {"found_at": where.key, "params": got}
             continue
         # Primary location and signature; or a documented older name/signature.
-        out["status"] = "present" if k == 0 else ("adapted" if (mod, name) == places[0][:2] else "moved")
-        out["found_at"] = f"{mod}:{name}"
+        out["status"] = "present" if k == 0 else ("adapted" if where == symbol.location else "moved")
+        out["found_at"] = where.key
         return out
     if changed:
         out.update(status="signature-changed", **changed)
@@ -77,7 +71,7 @@ def _check(entry: dict[str, Any]) -> dict[str, Any]:
 
 def run_probe() -> dict[str, Any]:
     """Probe the installed torch; returns a JSON-able dict."""
-    symbols = [_check(e) for e in load_surface()]
+    symbols = [_check(s) for s in load_surface_spec(SURFACE)]
     features: dict[str, dict[str, Any]] = {}
     for s in symbols:
         f = features.setdefault(s["feature"], {"available": True, "problems": []})

@@ -60,7 +60,7 @@ def concrete(expr: Any, sizes: Mapping[sympy.Symbol, int]) -> int:
     """An integer from a size expression, substituting run-time size symbols."""
     if isinstance(expr, int):
         return expr
-    e = sympy.sympify(expr)
+    e = _index.as_expr(expr)
     if e.free_symbols:
         e = e.xreplace({s: sympy.Integer(sizes[s]) for s in e.free_symbols})
     return int(e)

@@ -7,7 +7,6 @@ compile-time state (the backend is imported from its recorded reference).
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 from collections.abc import Iterator
@@ -17,44 +16,39 @@ from typing import Any
 import torch
 
 from . import index as _index
-from .backend import Backend, Launch, get_backend, register_backend, warn_fallback
+from ._lookup import lookup
+from ._registry import count, get_backend, stats
+from ._torch.inductor import reset_dynamo
+from .backend import Backend, Launch, register_backend, warn_fallback
 from .device import host_flat
 from ._torch.dispatch import outside_dispatch_modes
+from .jsonform import FormatError
 from .kernel_ir import GraphIR, from_json
+from .reference import run_kernel
 
 __all__ = ["load_kernel", "graph_loaded", "capture_graphs", "LoadedKernel", "stats", "reset_compiled"]
 
 _lock = threading.Lock()
 _captures: list[list[GraphIR]] = []
-_stats = {"kernels_compiled": 0, "kernels_loaded": 0, "graphs_loaded": 0}
-
-
-def stats() -> dict[str, int]:
-    """Process-wide counters: kernels compiled by a backend, kernels and graphs
-    loaded from generated code (a cache hit loads without compiling)."""
-    return dict(_stats)
-
-
-def count(key: str) -> None:
-    """Increment a counter of :func:`stats`."""
-    with _lock:
-        _stats[key] += 1
 
 
 def reset_compiled() -> None:
     """Forget every compiled graph (``torch.compile`` recompiles on next call)."""
-    from ._torch.inductor import reset_dynamo
-
     reset_dynamo()
 
 
 def _backend(device: str, ref: str) -> Backend:
     backend = get_backend(device)
     if backend is None:
-        mod, _, attr = ref.partition(":")
-        obj: Any = importlib.import_module(mod)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        try:
+            obj = lookup(ref)
+        except (ImportError, AttributeError, ValueError, TypeError) as exc:
+            raise FormatError(f"kernel envelope: backend {ref[:80]!r} cannot be found ({type(exc).__name__})") from None
+        # Only a Backend (class or instance) for this device is used: a cached
+        # envelope naming anything else is refused, not called.
+        if not (isinstance(obj, Backend) or isinstance(obj, type) and issubclass(obj, Backend)) \
+                or getattr(obj, "device", None) != device:
+            raise FormatError(f"kernel envelope: backend {ref[:80]!r} is not a Backend for device {device!r}")
         backend = obj() if isinstance(obj, type) else obj
         if get_backend(device) is None:
             register_backend(backend)
@@ -81,8 +75,6 @@ class LoadedKernel:
 
 
 def _reference_launch(payload: str) -> Launch:
-    from .reference import run_kernel
-
     kernel = from_json(payload)
 
     def launch(buffers: Any, sizes: Any) -> None:
@@ -91,9 +83,29 @@ def _reference_launch(payload: str) -> Launch:
     return launch
 
 
+#: The fields of a kernel's envelope in generated code (written by ``_torch.bridge.emit_kernel``).
+_ENVELOPE = {"name": str, "kind": str, "backend": str, "args": list, "symbols": list, "payload": str}
+
+
+def _envelope(text: str) -> dict[str, Any]:
+    try:
+        env = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise FormatError(f"kernel envelope: not JSON ({exc})") from None
+    if not isinstance(env, dict) or set(env) != set(_ENVELOPE):
+        raise FormatError(f"kernel envelope: expected an object with {', '.join(_ENVELOPE)}")
+    for key, kind in _ENVELOPE.items():
+        if not isinstance(env[key], kind) or (kind is list and not all(isinstance(x, str) for x in env[key])):
+            raise FormatError(f"kernel envelope: {key} must be {'a list of names' if kind is list else 'text'}")
+    if env["kind"] not in ("device", "reference"):
+        raise FormatError(f"kernel envelope: kind must be 'device' or 'reference', got {env['kind']!r:.40}")
+    return env
+
+
 def load_kernel(device: str, envelope: str) -> LoadedKernel:
-    """Load one kernel of a generated program (see ``bridge.emit``)."""
-    env = json.loads(envelope)
+    """Load one kernel of a generated program (see ``_torch.bridge.emit_kernel``).
+    A malformed envelope raises :class:`~spyre_shims.jsonform.FormatError`."""
+    env = _envelope(envelope)
     count("kernels_loaded")
     if env["kind"] == "reference":
         launch = _reference_launch(env["payload"])

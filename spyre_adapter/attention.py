@@ -35,6 +35,7 @@ from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import host_flat, host_view, wrap_host
 from spyre_shims.kernels import register_kernel
 
+from .buffer_specs import contiguous_buffer
 from .context import DeviceContext, current
 from .emulator.executable import Executable
 from .machine import Machine
@@ -177,21 +178,12 @@ class Shape:
         return self.dv or self.d
 
 
-def _spec(name: str, shape: tuple[int, ...], dtype: str, role: str) -> kir.BufferSpec:
-    stride, acc = [], 1
-    for n in reversed(shape):
-        stride.insert(0, acc)
-        acc *= n
-    return kir.BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                          sympy.Integer(0), sympy.Integer(acc), role)  # type: ignore[arg-type]
-
-
 def kernel_ir(s: Shape, name: str) -> kir.ExternKernel:
     """The call as Kernel IR (q, k, v in, out out; contiguous)."""
-    q = _spec("q", (s.batch, s.heads, s.lq, s.d), s.dtype, "input")
-    k = _spec("k", (s.batch, s.heads, s.lk, s.d), s.dtype, "input")
-    v = _spec("v", (s.batch, s.heads, s.lk, s.vdim), s.dtype, "input")
-    o = _spec("out", (s.batch, s.heads, s.lq, s.vdim), s.dtype, "output")
+    q = contiguous_buffer("q", (s.batch, s.heads, s.lq, s.d), s.dtype, "input")
+    k = contiguous_buffer("k", (s.batch, s.heads, s.lk, s.d), s.dtype, "input")
+    v = contiguous_buffer("v", (s.batch, s.heads, s.lk, s.vdim), s.dtype, "input")
+    o = contiguous_buffer("out", (s.batch, s.heads, s.lq, s.vdim), s.dtype, "output")
     return kir.ExternKernel(name, "attention", (q, k, v), o, ("q", "k", "v", "out"), (("causal", s.causal),))
 
 

@@ -17,6 +17,7 @@ import sympy
 from spyre_shims import kernel_ir as kir
 from spyre_shims.backend import Backend, DeviceProperties, FusionCandidate, Launch, default_can_fuse
 from spyre_shims.errors import UnsupportedKernelError
+from spyre_shims.jsonform import FormatError
 from spyre_shims.ops import POINTWISE
 
 from . import attention
@@ -24,7 +25,7 @@ from .context import current, current_machine, set_machine, use_machine
 from .emulator.executable import Executable
 from .machine import Machine
 from .model.program import Program
-from .machine_spec import DoesNotFitError
+from .machine_spec import DoesNotFitError, MachineSpecError
 from .model.rules import EmulatorError
 from .scalars import scalar_instrs
 from .scheduler.loops import plan_group
@@ -33,7 +34,7 @@ from .scheduler.matmul import plan_matmul
 from .scheduler.residency import plan_residency
 from .scheduler.residency import summary as residency_summary
 
-__all__ = ["SpyreBackend", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
+__all__ = ["SpyreBackend", "PayloadError", "read_payload", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
            "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES"]
 
 #: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
@@ -120,6 +121,32 @@ def _check_supported(kernel: kir.Kernel) -> None:
                 raise UnsupportedKernelError(f"dtype {ins.dtype}", lk.name, f"{ins.op} computes in {ins.dtype}")
 
 
+class PayloadError(FormatError):
+    """A Spyre payload (the text :meth:`SpyreBackend.compile` embeds in generated
+    code) that cannot be loaded; the message says what is wrong."""
+
+
+def read_payload(payload: str) -> tuple[kir.Kernel, Machine]:
+    """The kernel and machine of a payload, every field checked; nothing in it
+    is evaluated. Raises :class:`PayloadError` (or the Kernel IR's
+    :class:`~spyre_shims.jsonform.FormatError`) with one line naming the problem."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise PayloadError(f"Spyre payload: not JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
+    if (not isinstance(data, dict) or set(data) != {"ir", "machine"} or not isinstance(data["ir"], str)
+            or not isinstance(data["machine"], dict)):
+        raise PayloadError("Spyre payload: expected an object {ir: Kernel IR text, machine: parameters}")
+    kernel = kir.from_json(data["ir"])
+    if not isinstance(kernel, (kir.KernelGroup, kir.ExternKernel)):
+        raise PayloadError(f"Spyre payload: ir holds a {type(kernel).__name__}, not a kernel")
+    try:
+        machine = Machine().replace(**data["machine"])
+    except MachineSpecError as exc:
+        raise PayloadError(f"Spyre payload: machine: {exc}") from None
+    return kernel, machine
+
+
 class SpyreBackend(Backend):
     """Compiles Kernel IR into Spyre programs and runs them on the emulator."""
 
@@ -143,9 +170,7 @@ class SpyreBackend(Backend):
         return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
 
     def load(self, payload: str) -> Launch:
-        data = json.loads(payload)
-        kernel = kir.from_json(data["ir"])
-        m = Machine(**data["machine"])
+        kernel, m = read_payload(payload)
         ctx = current()
         exe = Executable(kernel, m, plan, ctx.card, ctx.report)
         self._loaded[exe.name] = exe
@@ -164,7 +189,7 @@ class SpyreBackend(Backend):
         ctx.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
-        outputs = set(dict(graph.meta).get("outputs", ()))
+        outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
         writes = [{k.output.name} if isinstance(k, kir.ExternKernel)

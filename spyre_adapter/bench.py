@@ -23,13 +23,11 @@ import contextlib
 import dataclasses
 import json
 import math
-import statistics
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import sympy
 import torch
 import torch.nn.functional as F
 from rich.console import Console
@@ -49,15 +47,17 @@ from .model import timing
 from .machine_spec import DoesNotFitError
 from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
+from .on_device import run_compiled
 from .scheduler.loops import Division, model_group, plan_group
+from .bench_speed import median_time
+from .buffer_specs import contiguous_buffer
 from .console import Stages, make_console
-from .workloads.spec import load, shared_workloads
+from .workloads.spec import load
 
-SHARED = shared_workloads()
 
 #: Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, intermediate 14336) and
 #: granite-3.3-8b (intermediate 12800) projections, prefill (2048 tokens) and
-#: decode (12 tokens, as in ../shared/workloads).
+#: decode (12 tokens, as in the real-model workload files).
 LLM_GEMMS = [
     ("llama8b.qo_proj", 2048, 4096, 4096), ("llama8b.kv_proj", 2048, 1024, 4096),
     ("llama8b.gate_up_proj", 2048, 14336, 4096), ("llama8b.down_proj", 2048, 4096, 14336),
@@ -68,19 +68,10 @@ LLM_GEMMS = [
 SQUARE = (512, 1024, 2048, 4096, 8192)
 
 
-def _buffer(name: str, shape: Sequence[int], dtype: str = "float16", role: str = "input") -> kir.BufferSpec:
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.insert(0, acc)
-        acc *= s
-    return kir.BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                          sympy.Integer(0), sympy.Integer(acc), role)  # type: ignore[arg-type]
-
-
 def gemm_kernel(name: str, m: int, n: int, k: int) -> kir.ExternKernel:
     """Kernel IR of an fp16 ``(m, k) @ (k, n)``."""
-    return kir.ExternKernel(name, "mm", (_buffer("a", (m, k)), _buffer("b", (k, n))),
-                            _buffer("c", (m, n), role="output"), ("a", "b", "c"))
+    return kir.ExternKernel(name, "mm", (contiguous_buffer("a", (m, k)), contiguous_buffer("b", (k, n))),
+                            contiguous_buffer("c", (m, n), role="output"), ("a", "b", "c"))
 
 
 # ------------------------------------------------------------------ one kernel
@@ -201,7 +192,7 @@ CHAINS: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
 def _compiled_kernels(fn: Callable[..., Any], args: Sequence[torch.Tensor]) -> list[kir.Kernel]:
     reset_compiled()
     with capture_graphs() as graphs:
-        torch.compile(lambda *a: fn(*a), dynamic=False)(*[a.to("spyre") for a in args])
+        run_compiled(fn, args)
     return [k for g in graphs for k in g.kernels]
 
 
@@ -238,15 +229,6 @@ def bench_workloads(m: Machine, files: Sequence[Path], max_numel: int | None) ->
     return rows, status
 
 
-def _median_time(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def bench_block(m: Machine, quick: bool) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The decoder block: its kernels, and emulator wall time over eager CPU."""
     cfg = models.ModelConfig() if quick else models.ModelConfig(hidden=1024, heads=8, kv_heads=2,
@@ -256,14 +238,14 @@ def bench_block(m: Machine, quick: bool) -> tuple[list[dict[str, Any]], dict[str
     reset_compiled()
     with torch.no_grad():
         model(x)
-        eager = _median_time(lambda: model(x), 7)
+        eager = median_time(lambda: model(x), 7)
         dev = model.to("spyre")
         compiled = torch.compile(dev, dynamic=False)
         xd = x.to("spyre")
         with capture_graphs() as graphs:
             compiled(xd)
         compiled(xd)
-        emulated = _median_time(lambda: compiled(xd), 7)
+        emulated = median_time(lambda: compiled(xd), 7)
     rows = [kernel_row(k, "block", f"llama-block/{k.name.rsplit('_', 1)[-1]}", m)
             for g in graphs for k in g.kernels]
     return rows, {"eager_s": eager, "emulated_s": emulated, "ratio": emulated / eager, "config": dataclasses.asdict(cfg)}
@@ -290,9 +272,9 @@ def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
             report.reset()
             ctx = attention.generic_path() if mode == "generic" else contextlib.nullcontext()
             with ctx:
-                out = torch.compile(lambda *a: fn(*a), dynamic=False)(q.to("spyre"), k.to("spyre"), v.to("spyre"))
+                out, _ = run_compiled(fn, (q, k, v))
             times[mode] = report.clock_ns
-            errors[mode] = float((out.cpu().float() - expected).abs().max())
+            errors[mode] = float((out.float() - expected).abs().max())
         rows.append({"shape": [b, h, lq, lk, d], "causal": causal, "handwritten_ns": times["handwritten"],
                      "generic_ns": times["generic"], "gain": times["generic"] / times["handwritten"],
                      "max_abs_error": errors})
@@ -499,12 +481,7 @@ def _print_reference(ref: dict[str, Any], console: Console) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter bench`` (arguments checked by :mod:`spyre_adapter.bench_cli`)."""
-    if args.workloads is not None:
-        files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
-    elif args.quick:
-        files = []
-    else:
-        files = sorted(p for p in SHARED.glob("*.yaml") if p.name != "template.yaml")
+    files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
     doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel)
     print_bench(doc)
     if args.json:

@@ -27,9 +27,9 @@ def register(subparsers: Any) -> None:
                         "(CI smoke run)")
     p.add_argument("--machine", type=machine_argument, metavar="SPEC",
                    help="machine overrides, e.g. cores=8,lx_kib=1024, or a .json/.yaml file (default: the Spyre card)")
-    p.add_argument("--workloads", nargs="*", type=workload_file, default=None, metavar="FILE",
-                   help="workload YAML files (default: the Llama and Granite files in ../shared/workloads, none "
-                        "with --quick; give the option without files to skip them)")
+    p.add_argument("--workloads", nargs="*", type=workload_file, default=[], metavar="FILE",
+                   help="workload YAML files whose cases are benchmarked too (default: none; `nox -s bench` "
+                        "passes the real-model files)")
     p.add_argument("--max-numel", type=int_range(1), metavar="N",
                    help="skip workload cases with an input larger than N elements (default: no limit)")
     p.set_defaults(func="spyre_adapter.bench:command")

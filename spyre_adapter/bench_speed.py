@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["measure", "summary"]
+__all__ = ["measure", "summary", "median_time"]
 
 #: (name, hidden, seq) of the decoder blocks timed for emulator speed.
 SPEED_SIZES = [("block-512", 512, 128), ("block-1024", 1024, 256)]
@@ -43,7 +43,8 @@ LAYER_COUNTS = (1, 4, 32)
 TIMEOUT_S = 1800
 
 
-def _median(fn: Callable[[], Any], n: int) -> float:
+def median_time(fn: Callable[[], Any], n: int) -> float:
+    """Median wall time (s) of ``n`` calls of ``fn``."""
     times = []
     for _ in range(n):
         t = time.perf_counter()
@@ -93,7 +94,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         if kind == "speed":
             fwd(model, x)
-            out["eager_s"] = _median(lambda: fwd(model, x), 5)
+            out["eager_s"] = median_time(lambda: fwd(model, x), 5)
         device = spec.get("device", "spyre")
         if device == "spyre":
             model, x = model.to("spyre"), x.to("spyre")
@@ -108,7 +109,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         t = time.perf_counter()
         fwd(compiled, x)
         out["first_call_s"] = time.perf_counter() - t
-        out["steady_s"] = _median(lambda: fwd(compiled, x), 5 if kind == "speed" else 3)
+        out["steady_s"] = median_time(lambda: fwd(compiled, x), 5 if kind == "speed" else 3)
     out["compile_s"] = max(0.0, out["first_call_s"] - out["steady_s"])
     return out
 

@@ -36,17 +36,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("spyre_adapter.cli", "check the installed torch against the internal surface the shims use"),
     "upgrade": ("spyre_codemods.cli", "codemod: upgrade Inductor backend code across torch releases"),
     "migrate": ("spyre_codemods.cli", "codemod: move torch._inductor/_dynamo usage onto the stable API"),
-    "report": ("spyre_compat.cli", "render compat_matrix/REPORT.md and report.png from committed data"),
-    "surface": ("spyre_compat.cli", "extract per-release API-surface JSON from release sources"),
-    "compat-run": ("spyre_compat.cli", "(nox compat session) run the tests and the probe, write the result JSON"),
-    "compat-table": ("spyre_compat.cli", "print the docs compatibility table (Markdown)"),
+    "report": ("spyre_matrix.cli", "render compat_matrix/REPORT.md and report.png from committed data"),
+    "surface": ("spyre_matrix.cli", "extract per-release API-surface JSON from release sources"),
+    "compat-run": ("spyre_matrix.cli", "(nox compat session) run the tests and the probe, write the result JSON"),
+    "compat-table": ("spyre_matrix.cli", "print the docs compatibility table (Markdown)"),
 }
 #: Checks of commands whose arguments other packages define ("module:function").
 CHECKS: dict[str, tuple[str, ...]] = {
     "upgrade": ("spyre_adapter.codemod_checks:check_codemod",),
     "migrate": ("spyre_adapter.codemod_checks:check_codemod",),
-    "surface": ("spyre_adapter.compat_checks:check_surface",),
-    "compat-run": ("spyre_adapter.compat_checks:check_compat_run",),
+    "report": ("spyre_adapter.matrix_checks:check_report",),
+    "surface": ("spyre_adapter.matrix_checks:check_surface",),
+    "compat-run": ("spyre_adapter.matrix_checks:check_compat_run",),
 }
 
 

@@ -33,13 +33,14 @@ from typing import Any
 
 import torch
 
-from spyre_shims.backend import FallbackWarning
 from spyre_shims.compilation import CompileCounts, count_compiles
 from spyre_shims.device import eager_op_counts
 from spyre_shims.runtime import reset_compiled
 
+from .backend import current_machine
+from .context import current
 from .memory import available_bytes
-from .report import REPORT
+from .on_device import announced_fallbacks
 
 __all__ = ["FAMILIES", "HFOptions", "make_config", "build_model", "run_hf", "weight_bytes"]
 
@@ -240,21 +241,21 @@ class StepRecorder:
             out = self.forward(*args, **kwargs)
             self.steps.append(Step(tokens, time.perf_counter() - t0))
             return out
-        before = (REPORT.clock_ns, REPORT.launch_count, _dram_total(), eager_op_counts())
-        names_before = {r["name"]: r["launches"] for r in REPORT.per_kernel()}
+        before = (current().report.clock_ns, current().report.launch_count, _dram_total(), eager_op_counts())
+        names_before = {r["name"]: r["launches"] for r in current().report.per_kernel()}
         with count_compiles() as c:
             t0 = time.perf_counter()
             out = self.forward(*args, **kwargs)
             wall = time.perf_counter() - t0
-        launched = sum(1 for r in REPORT.per_kernel() if r["launches"] > names_before.get(r["name"], 0))
+        launched = sum(1 for r in current().report.per_kernel() if r["launches"] > names_before.get(r["name"], 0))
         host = sum((eager_op_counts() - before[3]).values())
-        self.steps.append(Step(tokens, wall, REPORT.clock_ns - before[0], REPORT.launch_count - before[1],
+        self.steps.append(Step(tokens, wall, current().report.clock_ns - before[0], current().report.launch_count - before[1],
                                _dram_total() - before[2], launched, c.compiles, host))
         return out
 
 
 def _dram_total() -> int:
-    return sum(r["dram_bytes"] for r in REPORT.per_kernel())
+    return sum(r["dram_bytes"] for r in current().report.per_kernel())
 
 
 @contextmanager
@@ -331,8 +332,6 @@ def _compare(ref_seq: torch.Tensor, ref_logits: list[torch.Tensor], seq: torch.T
 def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
     """CPU eager reference, then the same model compiled on spyre; the result
     check and the device report with prefill and decode separated."""
-    from .backend import current_machine
-
     machine = machine or current_machine()
     config = make_config(opts.family, opts.config_path, opts.sizes)
     dtype = DTYPES[opts.dtype]
@@ -351,26 +350,25 @@ def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
     with _recording(model, ref):
         ref_seq, ref_logits = greedy(model, ids, dataclasses.replace(opts, autocast=None))
 
-    REPORT.reset()
+    current().report.reset()
     reset_compiled()  # this run's compiles only (transformers' wrappers share code objects across models)
     model.to("spyre")  # in place: the CPU weights are released, never held twice
     compiled = torch.compile(model.forward, dynamic=True if opts.shapes == "dynamic" else None)
     dev = StepRecorder(compiled, device=True)
     amp = (torch.autocast("spyre", dtype=DTYPES[opts.autocast]) if opts.autocast
            else torch.autocast("spyre", enabled=False))
-    with warnings.catch_warnings(record=True) as caught, count_compiles() as counts, _recording(model, dev), amp:
-        warnings.simplefilter("always", FallbackWarning)
+    with announced_fallbacks() as announced, count_compiles() as counts, _recording(model, dev), amp:
         t0 = time.perf_counter()
         seq, logits = greedy(model, ids.to("spyre"), opts)
         wall = time.perf_counter() - t0
-    fallbacks = sorted({str(w.message) for w in caught if issubclass(w.category, FallbackWarning)})
+    fallbacks = sorted(set(announced))
     check = _compare(ref_seq, ref_logits, seq, logits)
     precision = opts.autocast or opts.dtype
     atol = opts.atol if opts.atol is not None else LOGIT_ATOL[precision]
     exact = precision == "fp32"
     passed = (check["max_abs_logit_error"] <= atol and not fallbacks
               and (check["tokens_identical"] or not exact) and check["steps_compared"] > 0)
-    summary = REPORT.to_dict()
+    summary = current().report.to_dict()
     result = {
         "model": opts.name, "model_type": config.model_type, "dtype": opts.dtype, "autocast": opts.autocast,
         "shapes": opts.shapes, "cache": opts.cache_kind, "prompt_tokens": opts.prompt, "new_tokens": opts.new_tokens,

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 import json
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import eager_op_counts
 
 from . import compiler, models
@@ -27,6 +25,7 @@ from .machine import Machine
 from .machine_spec import DoesNotFitError
 from .model.program import listing
 from .model.rules import EmulatorError
+from .on_device import announced_fallbacks
 from .run_cli import is_hf, sizes_of
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -71,8 +70,7 @@ def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message
     compiled = torch.compile(dev_model, dynamic=False)
     progress("compiling for the spyre device and running on the emulator")
     eager_before = sum(eager_op_counts().values())
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", FallbackWarning)
+    with announced_fallbacks() as fallbacks:
         t0 = time.perf_counter()
         with torch.no_grad():
             out = compiled(x.to("spyre"))
@@ -97,7 +95,7 @@ def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message
         "model": opts.model, "dtype": opts.dtype, "config": dataclasses.asdict(cfg), "machine": machine.to_dict(),
         "max_abs_error": err.max().item(), "max_rel_error": err.max().item() / max(scale, 1e-12), "atol": atol,
         "passed": bool(err.max().item() <= atol and torch.isfinite(got).all()),
-        "fallback_warnings": sorted({str(w.message) for w in caught if issubclass(w.category, FallbackWarning)}),
+        "fallback_warnings": sorted(set(fallbacks)),
         "eager_ops_on_device": sum(eager_op_counts().values()) - eager_before,
         "timing_s": {"cpu_eager": eager_s, "first_run_with_compile": first_s, "emulated_steady": steady_s},
         "device": summary, "kernels": per_kernel,

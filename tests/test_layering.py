@@ -15,7 +15,7 @@ def _lint(cwd: Path, config: str | None = None) -> subprocess.CompletedProcess[s
            "sys.exit(lint_imports_command())"]
     if config:
         cmd += ["--config", config]
-    env = {"PYTHONPATH": f"{ROOT / 'tests'}:{cwd}", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    env = {"PYTHONPATH": f"{ROOT}:{cwd}", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
 
 
@@ -43,7 +43,7 @@ def test_contracts_catch_violations(tmp_path: Path) -> None:
     cfg.write_text(textwrap.dedent("""\
         [tool.importlinter]
         root_packages = ["badvendor", "torch"]
-        contract_types = ["no_source_reference: layering_contract.NoSourceReferenceContract"]
+        contract_types = ["no_source_reference: tests.support.layering_contract.NoSourceReferenceContract"]
 
         [[tool.importlinter.contracts]]
         name = "direct"

@@ -16,10 +16,14 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
 
 import pytest
 

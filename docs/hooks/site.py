@@ -3,7 +3,7 @@
 * ``reference/*.md``: one API-reference page per public module of the stable API
   (``shims/*.py`` without a leading underscore), rendered by mkdocstrings;
 * ``compatibility.md``: the compatibility table from ``compat_matrix/releases.toml``
-  and ``compat_matrix/results/*.json`` (``spyre_compat``);
+  and ``compat_matrix/results/*.json`` (``spyre_matrix``);
 * ``<!-- generated: ... -->`` markers in guides: the codemods' real output on
   ``docs/snippets/legacy_backend.py`` and their rules by release.
 
@@ -82,8 +82,8 @@ def _reference_index() -> str:
 
 
 def _compatibility_page() -> str:
-    from spyre_compat.catalog import load_catalog, render_compat_table
-    from spyre_compat.results import load_results
+    from spyre_matrix.catalog import load_catalog, render_compat_table
+    from spyre_matrix.results import load_results
 
     catalog = load_catalog()
     results = load_results()
@@ -92,7 +92,7 @@ def _compatibility_page() -> str:
         "# Compatibility",
         "",
         "Generated at docs build time from `compat_matrix/releases.toml` and "
-        "`compat_matrix/results/*.json` (the same table as `python -m spyre_compat compat-table`). "
+        "`compat_matrix/results/*.json` (the same table as `python -m spyre_matrix compat-table`). "
         "A release shows *not run* until its `compat` nox session has written a result; see "
         "[Run the compatibility matrix](guides/compat-matrix.md).",
         "",

@@ -11,20 +11,26 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import pathlib
 import secrets
 import types
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
 from .. import kernel_ir as kir
-from ..backend import Backend, FusionCandidate, get_backend
+from .._registry import NAMESPACE, constant_arg_names, count, get_backend
 from ..errors import UnsupportedKernelError
-from .. import kernels
-from ..kernels import NAMESPACE
+from ..index import as_expr
+from ..kernel_ir import FusionCandidate
 from . import capture
 from . import inductor as ind
+from .cachedir import ensure_private
+from .patches import REGISTRY, Patch
+
+if TYPE_CHECKING:  # annotations only: spyre_shims.backend installs this module, not the reverse
+    from ..backend import Backend
 
 _GRAPH_IDS = itertools.count()
 #: Kernel names end up in Inductor's on-disk FX graph cache, so a cached graph
@@ -54,8 +60,6 @@ def emit_kernel(wrapper: Any, device: str, kernel: kir.Kernel) -> None:
     decline) and write its definition and its call into ``wrapper``."""
     backend = _backend_for(device)
     state = _graph_state(wrapper, device)
-    from ..runtime import count
-
     count("kernels_compiled")
     try:
         payload, kind = backend.compile(kernel), "device"
@@ -105,7 +109,7 @@ def record_custom_kernel(wrapper: Any, device: str, node: Any, op: str) -> None:
             continue
         inputs.append(capture.buffer_spec(ind.real_name(name), layout, "input"))
     values = [v for v in getattr(node, "constant_args", ()) if isinstance(v, (bool, int, float))]
-    names = kernels.constant_arg_names(op.split(".")[1])
+    names = constant_arg_names(op.split(".")[1])
     scalars = tuple((names[k] if k < len(names) else f"arg{k}", v) for k, v in enumerate(values))
     name = _kernel_name(wrapper, device)
     out = kir.BufferSpec(node.get_name(), inputs[0].dtype if inputs else "float32", (), ())
@@ -178,8 +182,8 @@ def capture_extern(wrapper: Any, device: str, node: Any, op: str) -> kir.ExternK
 def _candidate(node: Any) -> FusionCandidate:
     numel, rnumel = ind.node_group(node)
     reads, writes = ind.node_io(node)
-    return FusionCandidate(tuple(n.get_name() for n in node.get_nodes()), sympy.sympify(numel),
-                           sympy.sympify(rnumel), frozenset(reads), frozenset(writes))
+    return FusionCandidate(tuple(n.get_name() for n in node.get_nodes()), as_expr(numel),
+                           as_expr(rnumel), frozenset(reads), frozenset(writes))
 
 
 def _make_scheduling(device: str) -> type:
@@ -280,7 +284,7 @@ def _make_wrapper(device: str) -> type:
             if state is not None:
                 outputs = tuple(sorted(ind.real_name(n) for n in ind.output_names()))
                 graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]),
-                                    meta=(("outputs", outputs),))
+                                    outputs=outputs)
                 ref = _backend_for(device).ref()
                 self.header.writeline(
                     f"_shim_rt.graph_loaded({device!r}, {ref!r}, {kir.to_json(graph)!r})")
@@ -354,13 +358,12 @@ def _make_interface(backend: Backend) -> type:
     return HostDeviceInterface
 
 
+#: The stable API's own sources (this package's parent): part of every cache key.
+_SHIMS_DIR = pathlib.Path(__file__).resolve().parents[1]
+
+
 def _identity_key(backend: Backend) -> str:
-    from .. import __file__ as shims_init
-    import pathlib
-
-    from .patches import REGISTRY
-
-    src = b"".join(p.read_bytes() for p in sorted(pathlib.Path(shims_init).parent.rglob("*.py")))
+    src = b"".join(p.read_bytes() for p in sorted(_SHIMS_DIR.rglob("*.py")))
     # Registered decompositions, fallbacks and kernels change what compiles.
     active = ",".join(sorted(p["name"] for p in REGISTRY.report() if p["active"]))
     return hashlib.sha256(src + backend.cache_key().encode() + active.encode()).hexdigest()
@@ -389,7 +392,9 @@ def _make_cache_pass(backend: Backend) -> Any:
 
 
 def install(backend: Backend) -> None:
-    """Register Inductor scheduling, wrapper, op overrides and device interface."""
+    """Register Inductor scheduling, wrapper, op overrides and device interface
+    (after making Inductor's cache folder, where the generated code lands, private)."""
+    ensure_private()
     device = backend.device
     scheduling = _make_scheduling(device)
     wrapper = _make_wrapper(device)
@@ -405,8 +410,6 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
     """Before 2.8 there is no per-device pass: chain a no-op post-grad pass into
     Inductor's config (keeping any user pass) so the backend's identity still
     reaches the FX graph cache key. Held while the backend is registered."""
-    from .patches import REGISTRY, Patch
-
     Base = ind.resolve("backend.cache_key", "torch._inductor.custom_graph_pass:CustomGraphPass")
 
     def make(original: Any, fired: Any) -> Any:

@@ -45,7 +45,7 @@ def convert_index(expr: Any, node: str = "") -> sympy.Expr:
     """Inductor index expression -> stable index expression."""
     if isinstance(expr, int):
         return sympy.Integer(expr)
-    expr = sympy.sympify(expr)
+    expr = sidx.as_expr(expr)
     if expr.is_Integer:
         return expr
     if expr.is_Symbol:

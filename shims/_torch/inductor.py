@@ -3,7 +3,7 @@
 Everything the shims need from ``torch._inductor`` / ``torch._dynamo`` goes
 through this module: symbols that moved are looked up in each known location
 (feature detection), and call signatures that changed are normalised here.
-``surface.toml`` lists the same symbols for the probe and the matrix report.
+``spyre_surface`` (``surface/surface.toml``) lists the same symbols for the probe and the matrix report.
 """
 
 from __future__ import annotations
@@ -15,18 +15,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UnsupportedTorchError
+from .._lookup import lookup
 from .version import WINDOW_TEXT, installed, require_window
 
 
 def resolve(feature: str, *locations: str) -> Any:
     """The first of ``"module:attr.path"`` locations that exists."""
     for loc in locations:
-        mod_name, _, path = loc.partition(":")
         try:
-            obj: Any = importlib.import_module(mod_name)
-            for part in path.split("."):
-                obj = getattr(obj, part)
-            return obj
+            return lookup(loc)
         except (ImportError, AttributeError):
             continue
     raise UnsupportedTorchError(feature, str(installed()), WINDOW_TEXT, f"none of {', '.join(locations)} exists")

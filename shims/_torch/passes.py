@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .._registry import registered_kernels
 from . import inductor as ind
 from .patches import REGISTRY, Patch
 
@@ -27,8 +28,6 @@ def _example(x: Any) -> Any:
 
 def rewrite(graph: torch.fx.Graph) -> int:
     """Rewrite accepted calls in ``graph``; returns how many."""
-    from ..kernels import registered_kernels
-
     by_target: dict[Any, list[Any]] = {}
     for spec in registered_kernels().values():
         by_target.setdefault(spec.replaces, []).append(spec)
@@ -79,8 +78,6 @@ def install_kernel_rewrites() -> None:
                     fired()
 
             def uuid(self) -> Any:
-                from ..kernels import registered_kernels
-
                 mine = hashlib.sha256(repr(sorted((k.name, k.device, k.schema, k.enabled())
                                                   for k in registered_kernels().values())).encode()).hexdigest()
                 inner = original.uuid() if original is not None and hasattr(original, "uuid") else None

@@ -78,34 +78,31 @@ class Card:
         """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
         dt = torch_dtype(lx.dtype)
         t = self.typed(dt)
-        isz = t.element_size()
-        width = t.shape[1]
-        if isinstance(core, int):
-            return t.as_strided(lx.sizes, lx.strides, t.storage_offset() + core * width + lx.addr // isz)
-        c0, c1 = core
-        return t.as_strided((c1 - c0, *lx.sizes), (width, *lx.strides), t.storage_offset() + c0 * width + lx.addr // isz)
+        return _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
 
     def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
         dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
         sizes, strides = _byte_dims(lx)
-        if isinstance(core, int):
-            row = self.stamp[core]
-            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
-        c0, c1 = core
-        rows = self.stamp[c0:c1]
-        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+        return _core_view(self.stamp, core, sizes, strides, lx.addr)
 
     def element_stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps shaped like ``lx``'s elements: ``[B?] + sizes + [itemsize]``."""
         isz = lx.itemsize
         sizes, strides = (*lx.sizes, isz), (*(st * isz for st in lx.strides), 1)
-        if isinstance(core, int):
-            row = self.stamp[core]
-            return row.as_strided(sizes, strides, row.storage_offset() + lx.addr)
-        c0, c1 = core
-        rows = self.stamp[c0:c1]
-        return rows.as_strided((c1 - c0, *sizes), (self.stamp.shape[1], *strides), rows.storage_offset() + lx.addr)
+        return _core_view(self.stamp, core, sizes, strides, lx.addr)
+
+
+def _core_view(t: torch.Tensor, core: int | tuple[int, int], sizes: tuple[int, ...], strides: tuple[int, ...],
+               offset: int) -> torch.Tensor:
+    """A strided view into row ``core`` of a (cores, n) tensor, or into rows
+    ``[c0, c1)`` with the core as the first dim; ``offset`` in elements."""
+    # Offsets computed directly: no per-core row slice (a tensor per call).
+    width = t.shape[1]
+    if isinstance(core, int):
+        return t.as_strided(sizes, strides, t.storage_offset() + core * width + offset)
+    c0, c1 = core
+    return t.as_strided((c1 - c0, *sizes), (width, *strides), t.storage_offset() + c0 * width + offset)
 
 
 def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -305,6 +302,12 @@ class _LxMemory:
 
 
 # ------------------------------------------------------------------ execution
+
+#: The data-moving instruction kinds and the method of :class:`_Execution` that runs each.
+_HANDLERS: dict[type, str] = {DmaLoad: "dma_load", DmaStore: "dma_store", DmaGather: "dma_gather",
+                              DmaScatter: "dma_scatter", RingSend: "ring_send", RingRecv: "ring_recv",
+                              AddrGen: "addr_gen", Combine: "combine"}
+
 
 class _Execution:
     """One launch of one program."""
@@ -677,24 +680,10 @@ class _Execution:
         return True
 
     def _one(self, core: int, step: int, ins: Instruction) -> None:
-        if isinstance(ins, DmaLoad):
-            self.dma_load(core, step, ins)
-        elif isinstance(ins, DmaStore):
-            self.dma_store(core, step, ins)
-        elif isinstance(ins, DmaGather):
-            self.dma_gather(core, step, ins)
-        elif isinstance(ins, DmaScatter):
-            self.dma_scatter(core, step, ins)
-        elif isinstance(ins, RingSend):
-            self.ring_send(core, step, ins)
-        elif isinstance(ins, RingRecv):
-            self.ring_recv(core, step, ins)
-        elif isinstance(ins, AddrGen):
-            self.addr_gen(core, step, ins)
-        elif isinstance(ins, Combine):
-            self.combine(core, step, ins)
-        else:
+        handler = _HANDLERS.get(type(ins))
+        if handler is None:
             raise EmulatorError("unknown instruction", self.p.name, core, step, "-", repr(ins))
+        getattr(self, handler)(core, step, ins)
 
     def _dynamic_races(self) -> None:
         for buf, writes in self.dyn_writes.items():

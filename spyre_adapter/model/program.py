@@ -28,10 +28,12 @@ import dataclasses
 import functools
 import json
 import math
+import typing
 from typing import Any, Literal, Union
 
 import torch
 
+from spyre_shims import jsonform
 from spyre_shims import kernel_ir as kir
 from spyre_shims.ops import torch_dtype
 
@@ -386,48 +388,14 @@ class Program:
         raise KeyError(core)
 
 
-class ProgramFormatError(ValueError):
+class ProgramFormatError(jsonform.FormatError):
     """A program's JSON is malformed or of another version."""
 
 
 # ------------------------------------------------------------------ JSON
 
-_TYPES: dict[str, type] = {c.__name__: c for c in (
-    Region, Lx, Operand, DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen, Pe,
-    Barrier, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)}
-
-
-def _enc(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {"$t": type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = _enc(getattr(obj, f.name))
-        return out
-    if isinstance(obj, (tuple, list)):
-        return [_enc(x) for x in obj]
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    raise TypeError(f"cannot serialise {type(obj).__name__} in a program")
-
-
-def _dec(obj: Any, depth: int = 0) -> Any:
-    if depth > 64:
-        raise ProgramFormatError("program JSON nested too deeply")
-    if isinstance(obj, list):
-        return tuple(_dec(x, depth + 1) for x in obj)
-    if isinstance(obj, dict):
-        cls = _TYPES.get(obj.get("$t", ""))
-        if cls is None:
-            raise ProgramFormatError(f"unknown program object type {obj.get('$t')!r}")
-        names = {f.name for f in dataclasses.fields(cls)}
-        extra = set(obj) - names - {"$t"}
-        if extra:
-            raise ProgramFormatError(f"unknown field(s) {sorted(extra)} of {cls.__name__}")
-        try:
-            return cls(**{k: _dec(v, depth + 1) for k, v in obj.items() if k != "$t"})
-        except TypeError as exc:
-            raise ProgramFormatError(f"bad {cls.__name__}: {exc}") from None
-    return obj
+_TYPES = (Region, Lx, Operand, DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen,
+          Pe, Barrier, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)
 
 
 def to_json(p: Program) -> str:
@@ -435,15 +403,16 @@ def to_json(p: Program) -> str:
     d = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)}
     d["kernel"] = json.loads(kir.to_json(p.kernel)) if p.kernel is not None else None
     d["bodies"] = [json.loads(kir.to_json(b)) for b in p.bodies]
-    doc = {k: (v if k in ("kernel", "bodies") else _enc(v)) for k, v in d.items()}
+    doc = {k: (v if k in ("kernel", "bodies") else jsonform.encode(v)) for k, v in d.items()}
     return json.dumps(doc, separators=(",", ":"))
 
 
 def from_json(text: str) -> Program:
-    """Inverse of :func:`to_json`; raises :class:`ProgramFormatError` on anything else."""
+    """Inverse of :func:`to_json`; raises :class:`ProgramFormatError` on anything else
+    (every value is checked against its field's type; nothing is evaluated)."""
     try:
         d = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (ValueError, TypeError, RecursionError) as exc:
         raise ProgramFormatError(f"not JSON: {exc}") from None
     if not isinstance(d, dict):
         raise ProgramFormatError("a program is a JSON object")
@@ -452,10 +421,23 @@ def from_json(text: str) -> Program:
     names = {f.name for f in dataclasses.fields(Program)}
     if set(d) != names:
         raise ProgramFormatError(f"program fields {sorted(set(d) ^ names)} missing or unknown")
-    kernel = kir.from_json(json.dumps(d["kernel"])) if d["kernel"] is not None else None
-    bodies = tuple(kir.from_json(json.dumps(b)) for b in d["bodies"])
-    rest = {k: _dec(v) for k, v in d.items() if k not in ("kernel", "bodies")}
-    return Program(kernel=kernel, bodies=bodies, **rest)
+    hints = typing.get_type_hints(Program)
+    try:
+        kernel = kir.from_json(json.dumps(d["kernel"])) if d["kernel"] is not None else None
+        if kernel is not None and not isinstance(kernel, (kir.KernelGroup, kir.ExternKernel)):
+            raise ProgramFormatError(f"program.kernel: expected a kernel, got {type(kernel).__name__}")
+        if not isinstance(d["bodies"], list):
+            raise ProgramFormatError("program.bodies: expected a list")
+        bodies = tuple(kir.from_json(json.dumps(b)) for b in d["bodies"])
+        if not all(isinstance(b, kir.LoopKernel) for b in bodies):
+            raise ProgramFormatError("program.bodies: expected loop kernels")
+        rest = {k: jsonform.decode(v, hints[k], _TYPES, what=f"program.{k}")
+                for k, v in d.items() if k not in ("kernel", "bodies")}
+        return Program(kernel=kernel, bodies=bodies, **rest)
+    except ProgramFormatError:
+        raise
+    except (jsonform.FormatError, TypeError, ValueError) as exc:
+        raise ProgramFormatError(str(exc)) from None
 
 
 # ------------------------------------------------------------------ listing

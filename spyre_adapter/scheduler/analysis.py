@@ -19,22 +19,10 @@ import torch
 
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
-from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import concrete
 
-#: Ops the SFU computes (several cycles per stick); other pointwise ops take one.
-SFU_OPS = frozenset({
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos", "tan",
-    "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc",
-    "erfinv", "sigmoid", "lgamma", "digamma", "reciprocal", "truediv", "div_rn", "pow", "atan2",
-    "hypot", "int_truediv", "floordiv", "truncdiv", "mod", "fmod", "remainder",
-})
-_FREE = frozenset({"constant", "index_expr", "getitem", "check_bounds", "device_assert", "indirect", "masked"})
-
-
-def itemsize(dtype: str) -> int:
-    """Bytes per element of a dtype name."""
-    return torch.empty((), dtype=torch_dtype(dtype)).element_size()
+from ..model.costs import op_counts
+from ..model.program import Box, itemsize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,26 +59,6 @@ class LoopInfo:
     cache: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
-def _count(body: Sequence[Instr]) -> tuple[int, int, int, int]:
-    vec_pre = sfu_pre = vec_post = sfu_post = 0
-    post = False
-    for ins in body:
-        if ins.op == "reduction":
-            vec_pre += 1
-            post = True
-            continue
-        if ins.op in _FREE or ins.op in ("load", "store", "store_reduction"):
-            continue
-        sfu = ins.op in SFU_OPS
-        if post:
-            vec_post += 1
-            sfu_post += sfu
-        else:
-            vec_pre += 1
-            sfu_pre += sfu
-    return vec_pre, sfu_pre, vec_post, sfu_post
-
-
 def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.Symbol, int]) -> LoopInfo:
     """Concrete :class:`LoopInfo` of a loop kernel."""
     ranges = tuple(concrete(r, sizes) for r in kernel.ranges)
@@ -104,7 +72,7 @@ def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.
         elif ins.op in ("store", "store_reduction"):
             accesses.append(Access(ins.args[0], _bind(ins.args[1], sizes), itemsize(dtypes[ins.args[0]]), True,
                                    ins.op == "store_reduction"))
-    v1, s1, v2, s2 = _count(kernel.body)
+    v1, s1, v2, s2 = op_counts(tuple(kernel.body))
     kinds = tuple(i.args[2] for i in kernel.body if i.op == "reduction")
     return LoopInfo(kernel, ranges, red, math.prod(ranges), math.prod(red), v1, s1, v2, s2, tuple(accesses), kinds)
 
@@ -119,7 +87,7 @@ def _var_plus_const(body: Sequence[Instr], ref: Any, sizes: Mapping[sympy.Symbol
     """(var, c) when ``ref`` is index_expr(var + c)."""
     if not isinstance(ref, Ref) or body[ref.id].op != "index_expr":
         return None
-    expr = sympy.expand(_bind(sympy.sympify(body[ref.id].args[0]), sizes))
+    expr = sympy.expand(_bind(sidx.as_expr(body[ref.id].args[0]), sizes))
     free = list(expr.free_symbols)
     if len(free) != 1 or expr.coeff(free[0]) != 1 or not (expr - free[0]).is_Integer:
         return None
@@ -166,7 +134,6 @@ def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
 
 # ------------------------------------------------------------------ boxes
 
-Box = tuple[tuple[int, int], ...]
 
 
 def boxes(shape: Sequence[int], a: int, b: int) -> list[Box]:

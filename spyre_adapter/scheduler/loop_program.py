@@ -49,7 +49,7 @@ from ..model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGat
 from .analysis import _mask_bounds, boxes
 from .lx_alloc import LxFull, Slot, SlotView, allocate
 
-__all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "NeedsPhases", "Unbuildable"]
+__all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Unbuildable"]
 
 
 #: A load whose whole footprint is at most this share of LX is loaded once per
@@ -112,7 +112,8 @@ class _KernelInfo:
         return math.prod(self.red)
 
 
-def _row_ranges(rows: int, unit: int, cores: int) -> list[tuple[int, int]]:
+def row_ranges(rows: int, unit: int, cores: int) -> list[tuple[int, int]]:
+    """Rows ``[a, b)`` per core: whole units of ``unit`` rows, spread evenly."""
     units = -(-rows // unit)
     out = []
     for c in range(cores):
@@ -644,7 +645,7 @@ class _Builder:
         if d.chunks > 1:
             self.check_chunkable()
         step = max(self.unit, d.tile_rows)
-        for g, rr in enumerate(_row_ranges(self.rows, self.unit, d.row_cores)):
+        for g, rr in enumerate(row_ranges(self.rows, self.unit, d.row_cores)):
             cores = [g * d.rsplit + j for j in range(d.rsplit)]
             if d.chunks == 1:
                 self.core_rows[cores[0]] = rr
@@ -805,7 +806,7 @@ class _Builder:
         d = self.d
         for b in self.internal:
             self.dram_name(b)
-        ranges = _row_ranges(self.rows, self.unit, d.row_cores)
+        ranges = row_ranges(self.rows, self.unit, d.row_cores)
         step = max(self.unit, d.tile_rows)
         for k in range(len(self.infos)):
             if k:

@@ -26,12 +26,12 @@ from ..machine import Machine
 from ..machine_spec import DoesNotFitError
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
-from ..model.program import Resident
-from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build
+from ..model.program import Resident, itemsize
+from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from .lx_alloc import LxFull
 from spyre_shims import index as sidx
 from spyre_shims.reference import concrete
-from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, itemsize, merged, stick_intervals,
+from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged, stick_intervals,
                        union_bytes, union_footprint)
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
@@ -134,16 +134,6 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     gm = GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos), kinds)
     gm.load_groups = _load_groups(gm)  # asked for by every core of every candidate division
     return gm
-
-
-def _row_ranges(rows: int, unit: int, cores: int) -> list[tuple[int, int]]:
-    units = -(-rows // unit)
-    out = []
-    for c in range(cores):
-        a = min(rows, (c * units // cores) * unit)
-        b = min(rows, ((c + 1) * units // cores) * unit)
-        out.append((a, b))
-    return out
 
 
 @dataclasses.dataclass
@@ -256,7 +246,7 @@ def _shared_loads(gm: GroupModel, m: Machine, d: Division) -> frozenset[tuple[st
     one DRAM read per core."""
     if d.used == 1:
         return frozenset()
-    ranges = [r for r in _row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
+    ranges = [r for r in row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
     out = set()
     for key, accs in gm.load_groups.items():
         k = key[1]
@@ -290,7 +280,7 @@ TILE_TARGET_BYTES = 64 * 1024
 
 def _estimate(gm: GroupModel, m: Machine, d: Division) -> float:
     """Closed-form time (ns) of a division, for choosing among candidates."""
-    ranges = _row_ranges(gm.rows, gm.unit, d.cores)
+    ranges = row_ranges(gm.rows, gm.unit, d.cores)
     total_rd = total_wr = 0.0
     worst = 0.0
     shared_inv = 0.0
@@ -379,7 +369,7 @@ def _duplicate_reads(gm: GroupModel, m: Machine, d: Division,
     seen: dict[tuple[str, bytes], int] = {}
     out: dict[int, dict[str, int]] = {}
     core = 0
-    for rows in _row_ranges(gm.rows, gm.unit, d.cores):
+    for rows in row_ranges(gm.rows, gm.unit, d.cores):
         for rc in range(d.rsplit):
             if rows[0] < rows[1]:
                 for buf, sig in _read_signatures(gm, m, rows, rc, d.rsplit, shared).items():
@@ -405,7 +395,7 @@ def _tile_rows(gm: GroupModel, m: Machine, d: Division) -> int:
     """Rows per tile: double-buffered tiles that fit LX beside the operands kept
     for the whole kernel, and small enough that the first load and the last
     store (not overlapped with compute) stay short."""
-    ranges = [r for r in _row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
+    ranges = [r for r in row_ranges(gm.rows, gm.unit, d.cores) if r[0] < r[1]]
     if not ranges:
         return gm.unit
     r = max(ranges, key=lambda r: r[1] - r[0])
@@ -476,7 +466,7 @@ class Residency:
 def _check_span(gm: GroupModel, m: Machine, d: Division) -> None:
     """A row division some core of which would address more than the per-core
     span of a tensor (from the accesses' affine bounds, before building)."""
-    for rows in _row_ranges(gm.rows, gm.unit, d.cores):
+    for rows in row_ranges(gm.rows, gm.unit, d.cores):
         if rows[0] >= rows[1]:
             continue
         for a in gm.accesses:

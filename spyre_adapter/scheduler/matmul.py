@@ -28,10 +28,11 @@ from ..machine_spec import DoesNotFitError
 from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import simulate
-from .analysis import itemsize
+from ..model.program import itemsize
 from .loops import plan_group
 from .lx_alloc import LxFull
 from .matmul_program import build as build_program
+from .matmul_program import per_core as _per_core
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +102,6 @@ class Cost:
     dram_ns: float
     ring_ns: float
     lx_bytes: int
-
-
-def _per_core(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, int, int, int]:
-    stick = m.stick_elems(s.out_isz)
-    return (_cdiv(s.batch, g.gb), _round_up(_cdiv(s.m, g.gm), 1),
-            _round_up(_cdiv(s.n, g.gn), min(stick, s.n)), _cdiv(s.k, g.gk))
 
 
 def _mac_rate(s: MatmulShape, m: Machine) -> float:

@@ -87,7 +87,7 @@ class _Emitter:
 
     def build(self, name: str, sizes: Mapping[sympy.Symbol, int], plan: MatmulPlan) -> Program:
         s, g, m = self.s, self.g, self.m
-        bb, mb, nb, kb = _per_core(s, g, m)
+        bb, mb, nb, kb = per_core(s, g, m)
         coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
         core_of = {c: n for n, c in enumerate(coords)}
         blocks = {}
@@ -382,10 +382,12 @@ def _dense(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _per_core(s: Any, g: Any, m: Machine) -> tuple[int, int, int, int]:
-    from .matmul import _per_core as per_core
-
-    return per_core(s, g, m)
+def per_core(s: Any, g: Any, m: Machine) -> tuple[int, int, int, int]:
+    """Per-core extents (batch, M, N, K) of matmul shape ``s`` on grid ``g``;
+    N rounded up to whole sticks of the output."""
+    stick = m.stick_elems(s.out_isz)
+    n = -(-s.n // g.gn)
+    return -(-s.batch // g.gb), -(-s.m // g.gm), -(-n // min(stick, s.n)) * min(stick, s.n), -(-s.k // g.gk)
 
 
 def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -402,7 +404,7 @@ def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy
     e.previous = {}
     e.tags = {}
     e.k_tags = {}
-    bb, mb, nb, kb = _per_core(s, g, m)
+    bb, mb, nb, kb = per_core(s, g, m)
     coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
     e._kblocks = {c: _ext(s.k, kb, co[3]) for c, co in enumerate(coords)}
     return e.build(name, sizes, plan)

@@ -29,6 +29,7 @@ from spyre_shims.device import eager_op_counts, host_view, registered_device
 from spyre_shims.runtime import capture_graphs
 
 from ..context import current
+from ..on_device import announced_fallbacks
 
 PASS = "pass"
 PASS_NO_KERNEL = "pass (no kernel)"
@@ -236,10 +237,8 @@ def check(fn: Callable[..., Any], make_args: MakeArgs, *, atol: float, rtol: flo
     launches0 = current().report.launch_count
     try:
         dev_args, dev_kwargs = make_args(device)
-        with warnings.catch_warnings(record=True) as caught, capture_graphs() as graphs:
-            warnings.simplefilter("always", FallbackWarning)
+        with announced_fallbacks() as announced, capture_graphs() as graphs:
             got = compiled(*dev_args, **dev_kwargs)
-        announced = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
         got = tree_map(_on_host, got)
         dev_flat = tree_flatten((dev_args, dev_kwargs))[0]
         got_mutated = {i: _on_host(dev_flat[i]) for i in mutated}

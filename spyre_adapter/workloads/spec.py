@@ -11,7 +11,6 @@ from typing import Any
 
 import yaml
 
-from ..shared_paths import find_shared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,14 +40,6 @@ class WorkloadFile:
     model: str
     defaults: Defaults
     cases: tuple[CaseSpec, ...]
-
-
-def shared_workloads() -> Path:
-    """``shared/workloads`` beside the checkout (the real-model files): the first
-    one found going up from here (a git worktree sits one level deeper); where it
-    would be beside the package when there is none (callers report it missing)."""
-    found, looked = find_shared(Path("shared") / "workloads")
-    return found if found is not None else looked[1]
 
 
 #: libyaml's loader when PyYAML was built with it (~10x faster on the real files).

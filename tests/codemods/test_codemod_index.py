@@ -14,7 +14,7 @@ from spyre_codemods.index_build import index_release, main, merge_releases, writ
 from spyre_codemods.releases import parse_release
 from spyre_codemods.rule_table import RULES
 from spyre_codemods.rules import MembersMove, MethodRename, ModuleMove, SymbolMove
-from spyre_compat.catalog import load_catalog
+from spyre_matrix.catalog import load_catalog
 
 OLD = {
     "torch/_inductor/__init__.py": "",

@@ -1,0 +1,202 @@
+"""The emulator runs programs: every value comes from executing the instructions,
+and every hardware rule the program breaks is an error naming kernel, core,
+step and buffer."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from tests.support import kernels as K
+from spyre_adapter.backend import plan
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
+                                         RingRecv, from_json, listing, to_json)
+from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.scheduler.loops import Division, plan_group
+
+
+def _replace_instr(p, core, index, new):
+    cores = list(p.cores)
+    c = cores[core]
+    instrs = list(c.instrs)
+    if new is None:
+        del instrs[index]
+    else:
+        instrs[index] = new
+    cores[core] = dataclasses.replace(c, instrs=tuple(instrs))
+    return dataclasses.replace(p, cores=tuple(cores))
+
+
+def _first(p, kind, core=0, buffer=None):
+    for i, ins in enumerate(p.cores[core].instrs):
+        if isinstance(ins, kind) and (buffer is None or getattr(getattr(ins, "src", None), "buffer", None) == buffer
+                                      or getattr(getattr(ins, "dst", None), "buffer", None) == buffer):
+            return i, ins
+    raise AssertionError(f"no {kind.__name__} on core {core}")
+
+
+def test_program_json_round_trip_and_listing() -> None:
+    g = K.add(100, 200)
+    p = plan(g, DEFAULT, {})
+    assert from_json(to_json(p)) == p
+    text = listing(p)
+    assert "dma.ld" in text and "vec.all" in text and "dma.st" in text and "core 0:" in text
+    assert "LX[0x" in text  # addressed, not byte counts
+
+
+@pytest.mark.parametrize("payload", [
+    "not json", "[1, 2]", '{"version": 1}',
+    '{"version": 2, "name": "x"}',
+])
+def test_malformed_program_json_is_one_clear_error(payload: str) -> None:
+    with pytest.raises(ProgramFormatError):
+        from_json(payload)
+
+
+def test_unknown_object_types_are_rejected_not_constructed() -> None:
+    p = plan(K.add(8, 64), DEFAULT, {})
+    text = to_json(p).replace('"$t":"DmaLoad"', '"$t":"os.system"', 1)
+    with pytest.raises(ProgramFormatError, match="unknown object type .os.system"):
+        from_json(text)
+
+
+def test_results_come_from_the_program() -> None:
+    """Zero one core's load of an input and double another's: the numbers change
+    (before, numerics came from the Kernel IR and such a program still passed)."""
+    g = K.add(256, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    got, want = K.run_program(p, g)
+    K.assert_same(got, want, ["c"], atol=0, rtol=0)
+    i, ld = _first(p, DmaLoad, core=1)
+    # core 1 loads a region of "b" instead of its own part of "a" (same shape): wrong numbers
+    wrong = dataclasses.replace(ld, src=dataclasses.replace(ld.src, buffer="b" if ld.src.buffer == "a" else "a"))
+    got, want = K.run_program(_replace_instr(p, 1, i, wrong), g)
+    assert not torch.equal(got["c"], want["c"])
+
+
+def test_dropping_a_load_reads_unwritten_lx() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, _ = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match=r"read of unwritten LX in kernel add, core 0, step \d+, buffer a"):
+        K.run_program(_replace_instr(p, 0, i, None), g)
+
+
+def test_dma_outside_a_tensor_is_an_error() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    shifted = dataclasses.replace(ld, src=dataclasses.replace(ld.src, offset=64 * 512))
+    with pytest.raises(EmulatorError, match="DMA outside a tensor's bytes"):
+        K.run_program(_replace_instr(p, 0, i, shifted), g)
+
+
+def test_two_cores_writing_the_same_bytes_conflict() -> None:
+    g = K.add(64, 128)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    _, st0 = _first(p, DmaStore, core=0)
+    i, st1 = _first(p, DmaStore, core=1)
+    with pytest.raises(EmulatorError, match="cross-core write conflict"):
+        K.run_program(_replace_instr(p, 1, i, dataclasses.replace(st1, dst=st0.dst)), g)
+
+
+def test_cores_sharing_a_stick_is_misalignment() -> None:
+    """Core 0 leaves the last element of its share to core 1: no byte is written
+    twice, but both cores write parts of one stick."""
+    g = K.add(64, 128)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(2))
+    i0, st0 = [(i, x) for i, x in enumerate(p.cores[0].instrs) if isinstance(x, DmaStore)][-1]
+    (n,) = st0.dst.sizes
+    shorter = DmaStore(dataclasses.replace(st0.src, sizes=(n - 1,)), dataclasses.replace(st0.dst, sizes=(n - 1,)))
+    last = DmaStore(Lx(0, "float16", (1,), (0,)), Region("c", st0.dst.offset + n - 1, (1,), (0,)))
+    p = _replace_instr(p, 0, i0, shorter)
+    cores = list(p.cores)
+    cores[1] = dataclasses.replace(cores[1], instrs=cores[1].instrs + (last,))
+    with pytest.raises(EmulatorError, match="misaligned sticks.*write parts of stick"):
+        static_check(dataclasses.replace(p, cores=tuple(cores)), DEFAULT, {"a": 64 * 128, "b": 64 * 128, "c": 64 * 128})
+
+
+def test_dma_lx_address_off_a_stick_is_misaligned() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match="misaligned sticks"):
+        K.run_program(_replace_instr(p, 0, i, dataclasses.replace(ld, dst=dataclasses.replace(ld.dst, addr=ld.dst.addr + 2))), g)
+
+
+def test_allocation_over_capacity_names_the_step() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    big = dataclasses.replace(ld, dst=dataclasses.replace(ld.dst, addr=DEFAULT.lx_usable_bytes - 128))
+    with pytest.raises(EmulatorError, match=rf"allocation over capacity in kernel add, core 0, step {i}, buffer a"):
+        K.run_program(_replace_instr(p, 0, i, big), g)
+
+
+def test_span_is_measured_from_the_descriptors() -> None:
+    small_span = DEFAULT.replace(span_bytes_per_core=4096)
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    with pytest.raises(EmulatorError, match="per-core span exceeded"):
+        execute(p, K.buffers(g), Card(small_span))
+
+
+def test_a_missing_barrier_is_an_unordered_dram_access() -> None:
+    """A group that runs in phases (a transposed read of a value the group wrote)
+    orders its cores with barriers; dropping one is caught."""
+    import sympy
+    from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
+
+    n = 128
+    k0 = LoopKernel("op0", (sympy.Integer(n), sympy.Integer(n)), (), (
+        Instr("load", ("a", K.I0 * n + K.I1), "float32"), Instr("store", ("t", K.I0 * n + K.I1, Ref(0), None))))
+    k1 = LoopKernel("op1", (sympy.Integer(n), sympy.Integer(n)), (), (
+        Instr("load", ("t", K.I1 * n + K.I0), "float32"), Instr("store", ("c", K.I0 * n + K.I1, Ref(0), None))))
+    g = KernelGroup("tr", (k0, k1), (K.buf("a", (n, n), "float32"), K.buf("t", (n, n), "float32", "internal"),
+                                     K.buf("c", (n, n), "float32", "output")), ("a", "c"))
+    p = plan_group(g, DEFAULT, {}, "tr", force=Division(4))
+    assert p.plan.workspace == ("t",)
+    got, want = K.run_program(p, g)
+    K.assert_same(got, want, ["c"], atol=0, rtol=0)
+    cores = [dataclasses.replace(c, instrs=tuple(i for i in c.instrs if not isinstance(i, Barrier))) for c in p.cores]
+    with pytest.raises(EmulatorError, match="unordered DRAM access"):
+        K.run_program(dataclasses.replace(p, cores=tuple(cores)), g)
+
+
+def test_a_receive_without_a_send_deadlocks_clearly() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    i, ld = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match="deadlock"):
+        K.run_program(_replace_instr(p, 0, i, RingRecv(5, ld.dst, 999)), g)
+
+
+def test_data_left_for_a_later_kernel_must_be_there() -> None:
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    from spyre_adapter.model.program import Resident
+
+    expects = dataclasses.replace(p, lx_in=(Resident(0, "a", 0, 64, 1_000_000, "float16"),))
+    with pytest.raises(EmulatorError, match="no earlier kernel left it"):
+        K.run_program(expects, g)
+
+
+def test_empty_programs_and_empty_sums() -> None:
+    """A K = 0 matmul writes zeros; a zero-size output needs no instruction."""
+    for m_, n_, k_ in ((4, 64, 0), (0, 64, 8)):
+        kern = K.mm(m_, n_, k_)
+        p = plan(kern, DEFAULT, {})
+        got, want = K.run_program(p, kern)
+        K.assert_same(got, want, ["c"], atol=0, rtol=0)
+
+
+def test_core_programs_are_typed_no_free_text() -> None:
+    p = plan(K.mm(128, 256, 512), DEFAULT, {})
+    for c in p.cores:
+        assert isinstance(c, CoreProgram)
+        for ins in c.instrs:
+            assert dataclasses.is_dataclass(ins) and not any(f.name in ("note", "division") for f in dataclasses.fields(ins))

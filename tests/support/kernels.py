@@ -1,0 +1,109 @@
+"""Kernel IR built by hand for scheduler/emulator tests, and running a program
+against the reference semantics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+import torch
+
+from spyre_adapter.buffer_specs import contiguous_buffer
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.machine import DEFAULT, Machine
+from spyre_adapter.model.program import Program
+from spyre_shims import index as sidx
+from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, LoopKernel, Ref
+from spyre_shims.ops import torch_dtype
+from spyre_shims.reference import run_kernel
+
+I0, I1, I2, R0 = (sidx.index_symbol(n) for n in ("i0", "i1", "i2", "r0"))
+
+
+def buf(name: str, shape: tuple[int, ...], dtype: str = "float16", role: str = "input") -> BufferSpec:
+    return contiguous_buffer(name, shape, dtype, role)
+
+
+def add(rows: int, cols: int, dtype: str = "float16", out: str = "c") -> KernelGroup:
+    idx = cols * I0 + I1
+    body = (Instr("load", ("a", idx), dtype), Instr("load", ("b", idx), dtype), Instr("add", (Ref(0), Ref(1)), dtype),
+            Instr("store", (out, idx, Ref(2), None)))
+    lk = LoopKernel("op0", (sympy.Integer(rows), sympy.Integer(cols)), (), body)
+    return KernelGroup("add", (lk,), (buf("a", (rows, cols), dtype), buf("b", (rows, cols), dtype),
+                                      buf(out, (rows, cols), dtype, "output")), ("a", "b", out))
+
+
+def scale(rows: int, cols: int, src: str, dst: str, dtype: str = "float16") -> KernelGroup:
+    idx = cols * I0 + I1
+    body = (Instr("load", (src, idx), dtype), Instr("constant", (2.0, dtype), dtype),
+            Instr("mul", (Ref(0), Ref(1)), dtype), Instr("store", (dst, idx, Ref(2), None)))
+    lk = LoopKernel("op1", (sympy.Integer(rows), sympy.Integer(cols)), (), body)
+    return KernelGroup("scale", (lk,), (buf(src, (rows, cols), dtype), buf(dst, (rows, cols), dtype, "output")),
+                       (src, dst))
+
+
+def row_sum(rows: int, cols: int, dtype: str = "float32") -> KernelGroup:
+    body = (Instr("load", ("a", cols * I0 + R0), dtype),
+            Instr("reduction", ("float32", dtype, "sum", Ref(0)), "float32"),
+            Instr("store_reduction", ("c", I0, Ref(1))))
+    lk = LoopKernel("op0", (sympy.Integer(rows),), (sympy.Integer(cols),), body)
+    return KernelGroup("rowsum", (lk,), (buf("a", (rows, cols), dtype), buf("c", (rows,), "float32", "output")),
+                       ("a", "c"))
+
+
+def exp_chain(rows: int, cols: int, depth: int) -> KernelGroup:
+    idx = cols * I0 + I1
+    body = [Instr("load", ("a", idx), "float16")]
+    for k in range(depth):
+        body.append(Instr("exp", (Ref(k),), "float16"))
+    body.append(Instr("store", ("c", idx, Ref(depth), None)))
+    lk = LoopKernel("op0", (sympy.Integer(rows), sympy.Integer(cols)), (), tuple(body))
+    return KernelGroup("exps", (lk,), (buf("a", (rows, cols)), buf("c", (rows, cols), role="output")), ("a", "c"))
+
+
+def transpose_copy(a: int, b: int, c: int, dtype: str = "float16") -> KernelGroup:
+    """out[i0, i1, i2] = x[i2, i1, i0]: ``x.permute(2, 1, 0).contiguous()`` of x (c, b, a)."""
+    body = (Instr("load", ("x", I2 * (b * a) + I1 * a + I0), dtype),
+            Instr("store", ("out", I0 * (b * c) + I1 * c + I2, Ref(0), None)))
+    lk = LoopKernel("op0", (sympy.Integer(a), sympy.Integer(b), sympy.Integer(c)), (), body)
+    return KernelGroup("transpose", (lk,), (buf("x", (c, b, a), dtype), buf("out", (a, b, c), dtype, "output")),
+                       ("x", "out"))
+
+
+def mm(m: int, n: int, k: int, dtype: str = "float16") -> ExternKernel:
+    return ExternKernel("mm", "mm", (buf("a", (m, k), dtype), buf("b", (k, n), dtype)),
+                        buf("c", (m, n), dtype, "output"), ("a", "b", "c"))
+
+
+def buffers(kernel: KernelGroup | ExternKernel, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random flat tensors for every argument buffer."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for b in kernel.buffers:
+        if b.role == "internal" or b.name in out:
+            continue
+        n = int(b.storage_numel)
+        out[b.name] = torch.randn(n, generator=g).to(torch_dtype(b.dtype))
+    return out
+
+
+def run_program(p: Program, kernel: KernelGroup | ExternKernel, m: Machine = DEFAULT, seed: int = 0,
+                card: Card | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(what the program computed, what the reference computed) on the same inputs."""
+    got = buffers(kernel, seed)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want)
+    execute(p, got, card or Card(m))
+    return got, want
+
+
+def outputs(kernel: KernelGroup | ExternKernel) -> list[str]:
+    if isinstance(kernel, ExternKernel):
+        return [kernel.output.name]
+    return [b.name for b in kernel.buffers if b.role in ("output", "inout")]
+
+
+def assert_same(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor], names: list[str],
+                atol: float = 1e-2, rtol: float = 1e-2) -> None:
+    for n in names:
+        torch.testing.assert_close(got[n].float(), want[n].float(), atol=atol, rtol=rtol)
