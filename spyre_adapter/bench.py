@@ -49,6 +49,7 @@ from .model.rules import EmulatorError, static_check
 from .model.traffic import compulsory_bytes
 from .on_device import run_compiled
 from .scheduler.loops import Division, model_group, plan_group
+from . import bench_checks, bench_speed
 from .bench_speed import median_time
 from .buffer_specs import contiguous_buffer
 from .console import Stages, make_console
@@ -130,6 +131,18 @@ def _versus(main: metrics.Metrics, b: metrics.Metrics) -> dict[str, Any]:
             "speedup_of_plan": b.modeled_ns / main.modeled_ns}
 
 
+#: Kernels up to this many multiply-accumulates (or elements) also run their
+#: program on the emulator with every check, against the reference semantics.
+EXECUTE_MAX_MACS = 1024**3
+
+
+def _flops(kernel: kir.Kernel) -> int:
+    if isinstance(kernel, kir.ExternKernel) and kernel.op in ("mm", "addmm"):
+        (mm, kk), nn = kernel.inputs[-2].size, kernel.inputs[-1].size[-1]
+        return int(mm) * int(kk) * int(nn)
+    return sum(int(b.storage_numel) for b in kernel.buffers)
+
+
 def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_core: bool = True) -> dict[str, Any]:
     """The benchmark row of one kernel: the planned program and the baselines
     (``single_core``: also plan it for one core)."""
@@ -140,6 +153,9 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_c
            "rho": main.rho, "core_balance": main.core_balance, "lx_peak": main.lx_peak, "cores": main.cores_used,
            "dram_bytes": main.dram_bytes, "compulsory_bytes": main.compulsory_bytes, "flops": main.flops,
            "plan": main.plan, "check_error": error}
+    if _flops(kernel) <= EXECUTE_MAX_MACS:
+        row.update(bench_checks.execute_row(kernel, m))
+    row["lx_over_capacity"] = max(row["lx_peak"], row.get("lx_peak_executed", 0)) > m.lx_usable_bytes
     # Baselines are measured against the whole card's roofline, like the plan.
     if single_core:
         row["single_core"] = _versus(main, _measure(kernel, m.replace(cores=1))[0])
@@ -339,8 +355,13 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
         "gemm_eta_datasheet_geomean": _geomean(r["eta_datasheet"] for r in big),
         "chain_rho_max": max((r["rho"] for r in chains), default=0.0),
         "chain_eta_dram_geomean": _geomean(r["eta_dram"] for r in chains),
-        "emulator_over_eager": block.get("ratio", 0.0),
-        "lx_violations": sum(1 for r in rows if r["check_error"] and "LX" in r["check_error"]),
+        "emulator_over_eager": block.get("ratio", 0.0),  # replaced by the speed section's end-to-end figure
+        # LX use as the allocator placed it (static check) and as the executed program reached it
+        "lx_violations": sum(1 for r in rows if (r["check_error"] and "LX" in r["check_error"])
+                             or r.get("lx_over_capacity")),
+        "kernels_executed": sum(1 for r in rows if r.get("executed")),
+        "executed_mismatches": sum(1 for r in rows if r.get("executed") and not r.get("matches_reference")),
+        "execution_errors": sum(1 for r in rows if r.get("executed") is False),
         "check_errors": sum(1 for r in rows if r["check_error"]),
         "kernels_with_eta_over_1": sum(1 for r in rows if r["eta_sustained"] > 1 + 1e-9),
         "kernels_with_rho_under_1": sum(1 for r in rows if r["rho"] < 1 - 1e-9),
@@ -361,7 +382,7 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
 
 
 #: Every section of the bench, in the order it runs.
-SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration", "reference")
+SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration", "reference", "mutants", "speed")
 
 
 def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), max_numel: int | None = None,
@@ -401,6 +422,16 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
         if "reference" in sections:
             log("torch-spyre's cost model on its sweep plan")
             reference = reference_section(m, quick)
+        if "mutants" in sections:
+            log("mutants of real kernels' programs")
+            mut = bench_checks.mutation_section(m, per_operator=2 if quick else 3)
+            extra.update({k: mut[k] for k in ("mutants", "mutants_killed", "mutants_killed_ratio", "survivors")})
+            extra["mutants_by_operator"] = mut["by_operator"]
+    if "speed" in sections:
+        log("compile time and emulator speed (fresh processes, one at a time)")
+        speed = bench_speed.measure(quick, progress=lambda line: log(f"  {line}"))
+        extra["speed"] = speed
+        extra.update(bench_speed.summary(speed))
     extra["wall_s"] = time.perf_counter() - t0
     extra["sections"] = [s for s in SECTIONS if s in sections and (s != "workloads" or workloads)]
     return {"machine": m.to_dict(), "kernels": rows, "decoder_block": block, "calibration": calib,
@@ -446,7 +477,30 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
     console.print(table)
     _print_calibration(doc["calibration"], console)
     _print_reference(doc.get("vs_torch_spyre_cost_model", {}), console)
-    console.print_json(json.dumps(doc["summary"]))
+    _print_speed(doc["summary"].get("speed", {}), console)
+    console.print_json(json.dumps({k: v for k, v in doc["summary"].items() if k not in ("speed", "survivors")}))
+
+
+def _print_speed(speed: dict[str, Any], console: Console) -> None:
+    if not speed:
+        return
+    table = Table(title="compile time (first call less one steady call; fresh process, Inductor caches off) and "
+                        "emulator speed (steady state, every program executed and its timing simulated)")
+    for col in ("section", "model", "device", "first call s", "compile s", "steady s", "eager s", "steady / eager"):
+        table.add_column(col)
+    for section, rows in speed.items():
+        for r in rows:
+            model = {"block": f"block {r.get('hidden')}x{r.get('seq')}", "tiny": f"{r.get('layers')} layers"
+                     + (" (regional)" if r.get("regional") else ""), "hf": f"transformers llama {r.get('layers')} layers"}
+            dev = r.get("device", "spyre") + f" {r.get('dtype', '')}"
+            if "error" in r:
+                table.add_row(section, model.get(r["model"], r["model"]), dev, r["error"], "", "", "", "")
+                continue
+            eager = r.get("eager_s")
+            table.add_row(section, model.get(r["model"], r["model"]), dev, f"{r['first_call_s']:.2f}",
+                          f"{r['compile_s']:.2f}", f"{r['steady_s']:.3f}", f"{eager:.3f}" if eager else "-",
+                          f"{r['steady_s'] / eager:.2f}" if eager else "-")
+    console.print(table)
 
 
 def _print_calibration(rows: Sequence[dict[str, Any]], console: Console) -> None:
@@ -482,7 +536,8 @@ def _print_reference(ref: dict[str, Any], console: Console) -> None:
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter bench`` (arguments checked by :mod:`spyre_adapter.bench_cli`)."""
     files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
-    doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel)
+    doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel,
+                    sections=tuple(args.sections))
     print_bench(doc)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")

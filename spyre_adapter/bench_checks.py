@@ -24,6 +24,7 @@ from spyre_shims.runtime import capture_graphs, reset_compiled
 from .backend import plan
 from .emulator.executor import Card, execute
 from .machine import Machine
+from .model.program import Program
 from .model.rules import EmulatorError
 from .mutants import OPERATORS, judge, mutants, reference_run
 
@@ -52,9 +53,11 @@ def _outputs(kernel: kir.Kernel) -> list[str]:
     return [b.name for b in kernel.buffers if b.role in ("output", "inout")]
 
 
-def execute_row(kernel: kir.Kernel, m: Machine, atol: float = 5e-2, rtol: float = 2e-2) -> dict[str, Any]:
-    """Run the kernel's program with checks; its numbers against the reference."""
-    p = plan(kernel, m, {})
+def execute_row(kernel: kir.Kernel, m: Machine, atol: float = 5e-2, rtol: float = 2e-2,
+                program: Program | None = None) -> dict[str, Any]:
+    """Run the kernel's program (its plan unless ``program``) with checks; its
+    numbers against the reference."""
+    p = program if program is not None else plan(kernel, m, {})
     inputs = kernel_inputs(kernel)
     want = reference_run(kernel, inputs)
     bufs = {k: v.clone() for k, v in inputs.items()}

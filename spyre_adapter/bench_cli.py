@@ -10,6 +10,10 @@ from .run_cli import machine_argument
 from .workloads.cli import workload_file
 
 
+#: The benchmark's sections in the order they run (``spyre_adapter.bench.SECTIONS``).
+SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration", "reference", "mutants", "speed")
+
+
 def register(subparsers: Any) -> None:
     """Add ``bench`` to an ``add_subparsers()`` object."""
     p = subparsers.add_parser(
@@ -17,9 +21,11 @@ def register(subparsers: Any) -> None:
         description="Plan and emulate GEMMs, loop-kernel chains, the real-model workload cases, hand-written vs "
                     "generic attention and a decoder block; report roofline efficiency (datasheet and sustained roofs), "
                     "DRAM traffic against the compulsory bytes, single-core, LX-even-split and torch-spyre-rules "
-                    "baselines from the same run, calibration errors on held-out measurements of the real card, and "
-                    "our modeled times against torch-spyre's cost model. Progress goes to stderr, a line per "
-                    "section.")
+                    "baselines from the same run, calibration errors on held-out measurements of the real card, "
+                    "our modeled times against torch-spyre's cost model, mutants of real kernels' programs the "
+                    "emulator must catch, compile time against Inductor's CPU backend and the emulator's "
+                    "end-to-end speed against eager (fresh processes, one at a time). Progress goes to stderr, a "
+                    "line per section.")
     p.add_argument("--json", type=output_file, metavar="PATH",
                    help="write the full benchmark document to PATH (its folder must exist; default: none)")
     p.add_argument("--quick", action="store_true",
@@ -30,6 +36,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workloads", nargs="*", type=workload_file, default=[], metavar="FILE",
                    help="workload YAML files whose cases are benchmarked too (default: none; `nox -s bench` "
                         "passes the real-model files)")
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS), metavar="NAME",
+                   help=f"sections to run, of: {', '.join(SECTIONS)} (default: all)")
     p.add_argument("--max-numel", type=int_range(1), metavar="N",
                    help="skip workload cases with an input larger than N elements (default: no limit)")
     p.set_defaults(func="spyre_adapter.bench:command")

@@ -76,3 +76,34 @@ def test_chain_kernel_rows() -> None:
         assert 1.0 <= r["rho"] <= 1.1 and 0 < r["eta_dram"] <= 1.0
         for key in ("even_split", "torch_spyre_rules", "single_core"):
             assert r[key]["rho"] >= 1.0 and r[key]["modeled_ns"] >= 0.99 * r["modeled_ns"]
+
+
+def test_small_kernels_run_their_programs(quick_doc: dict) -> None:
+    """Rows of kernels up to the execution limit come from running the program with
+    checks: numbers against the reference semantics, LX peak reached by the run."""
+    rows = {r["name"]: r for r in quick_doc["kernels"] if r["source"] == "gemm"}
+    small = rows["square.512"]
+    assert small["executed"] and small["matches_reference"] and small["max_abs_error"] < 0.1
+    assert 0 < small["lx_peak_executed"] <= DEFAULT.lx_usable_bytes and not small["lx_over_capacity"]
+    assert "executed" not in rows["square.2048"]  # over the limit: simulated only
+    s = quick_doc["summary"]
+    assert s["kernels_executed"] >= 2 and s["executed_mismatches"] == 0 and s["lx_violations"] == 0
+
+
+def test_a_wrong_program_does_not_match_its_reference() -> None:
+    """execute_row compares with the kernel's semantics: a program whose B loads
+    read the wrong rows gives wrong numbers, and the row says so."""
+    import dataclasses
+    from spyre_adapter import bench_checks
+    from spyre_adapter.backend import plan
+    from spyre_adapter.model.program import DmaLoad
+
+    kernel = bench.gemm_kernel("g", 128, 128, 256)
+    p = plan(kernel, DEFAULT, {})
+    shifted = dataclasses.replace(p, cores=tuple(dataclasses.replace(c, instrs=tuple(
+        dataclasses.replace(i, src=dataclasses.replace(i.src, offset=0))
+        if isinstance(i, DmaLoad) and i.src.buffer == "b" else i for i in c.instrs)) for c in p.cores))
+    assert shifted != p
+    good = bench_checks.execute_row(kernel, DEFAULT, program=p)
+    bad = bench_checks.execute_row(kernel, DEFAULT, program=shifted)
+    assert good["matches_reference"] and not (bad.get("matches_reference") and bad.get("executed"))
