@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 
 import sympy
@@ -272,13 +271,30 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     ranked = candidates(s, m, share, max_cores, naive)
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
     built: list[tuple[float, Program]] = []
-    tried = 0
     reasons: list[str] = []
+    best: tuple[float, Program] | None = None
+
+    def settle() -> tuple[float, Program] | None:
+        # The hardware rules are checked on the fastest built program first (checking
+        # costs as much as building); one that breaks a rule gives way to the next.
+        for t, prog in sorted(built, key=lambda tp: tp[0]):
+            try:
+                static_check(prog, m, numels)
+            except EmulatorError as exc:
+                reasons.append(str(exc))
+                continue
+            return t, prog
+        built.clear()  # every one broke a rule: build the next candidates
+        return None
+
+    limit = 1 if a_held else REFINE  # with held rows only the best grid that lines up (residency tries many)
     for g, c in ranked:
-        # With held rows only the best grid that lines up is built (residency tries many options).
-        if tried == (1 if a_held else REFINE) or len(reasons) > 3 * REFINE or (built and not a_held and
-                                                            c.total_ns > REFINE_SLACK * ranked[0][1].total_ns):
+        if len(reasons) > 3 * REFINE:
             break
+        if built and (len(built) == limit or (not a_held and c.total_ns > REFINE_SLACK * ranked[0][1].total_ns)):
+            best = settle()
+            if best is not None:
+                break
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         bb, mb, nb, kb = _per_core(s, g, m)
@@ -290,19 +306,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         except (LxFull, EmulatorError) as exc:
             reasons.append(str(exc))
             continue
-        tried += 1
         built.append((simulate(prog, m, keep_events=False).total_ns, prog))
-    # The hardware rules are checked on the fastest program first (checking is as
-    # costly as building); one that breaks a rule gives way to the next.
-    best = None
-    for t, prog in sorted(built, key=lambda tp: tp[0]):
-        try:
-            static_check(prog, m, numels)
-        except EmulatorError as exc:
-            reasons.append(str(exc))
-            continue
-        best = (t, prog)
-        break
+    if best is None and built:
+        best = settle()
     if best is None:
         raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
