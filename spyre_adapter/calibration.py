@@ -116,7 +116,8 @@ def _softmax_dim0_as_compiled() -> list[kir.Kernel]:
     backend: one kernel of column max and column sum of exp (x read by both),
     one kernel writing the normalised output."""
     rows, cols = 512, 1024
-    from .sweep_kernels import F16, F32, I0, I1, R0, _Body, _group, _loop, dense_buffer
+    F16, F32, I0, I1, R0, dense_buffer = sk.F16, sk.F32, sk.I0, sk.I1, sk.R0, sk.dense_buffer
+    _Body, _group, _loop = sk._Body, sk._group, sk._loop
     mx = _Body()
     mx.reduce("max", mx.f32(mx.load("x", I0 + cols * R0)), F32, "cmax", I0)
     sm = _Body()
