@@ -153,7 +153,8 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_c
            "rho": main.rho, "core_balance": main.core_balance, "lx_peak": main.lx_peak, "cores": main.cores_used,
            "dram_bytes": main.dram_bytes, "compulsory_bytes": main.compulsory_bytes, "flops": main.flops,
            "plan": main.plan, "check_error": error}
-    if _flops(kernel) <= EXECUTE_MAX_MACS:
+    # (the hand-written attention kernel is checked against its reference in its own tests)
+    if not (isinstance(kernel, kir.ExternKernel) and kernel.op == "attention") and _flops(kernel) <= EXECUTE_MAX_MACS:
         row.update(bench_checks.execute_row(kernel, m))
     row["lx_over_capacity"] = max(row["lx_peak"], row.get("lx_peak_executed", 0)) > m.lx_usable_bytes
     # Baselines are measured against the whole card's roofline, like the plan.

@@ -58,6 +58,7 @@ def execute_row(kernel: kir.Kernel, m: Machine, atol: float = 5e-2, rtol: float 
     """Run the kernel's program (its plan unless ``program``) with checks; its
     numbers against the reference."""
     p = program if program is not None else plan(kernel, m, {})
+    kernel = p.kernel if p.kernel is not None else kernel  # the planner may complete a captured layout
     inputs = kernel_inputs(kernel)
     want = reference_run(kernel, inputs)
     bufs = {k: v.clone() for k, v in inputs.items()}

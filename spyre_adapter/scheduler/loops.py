@@ -24,6 +24,7 @@ from spyre_shims.kernel_ir import KernelGroup
 
 from ..machine import Machine
 from ..machine_spec import DoesNotFitError
+from ..model.bodies import accesses, indirect_levels
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
 from ..model.program import Resident, itemsize
@@ -427,6 +428,10 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     group reads and writes DRAM, the baseline torch-spyre measured without LX
     planning; ``residency``: LX windows shared with neighbouring kernels)."""
     gm = model_group(group, m, sizes, lx_planning)
+    if force is None and _data_dependent_stores(group):
+        # Which elements a scatter writes depends on the data: two cores could
+        # write one element (max_unpool's overlapping windows), a race on the card.
+        force = Division(1)
     rows = max(gm.rows, 1)
     # Every operand of a tile needs at least one stick, twice (double buffering).
     least = 2 * m.stick_bytes * len(gm.accesses)
@@ -451,6 +456,16 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(reasons[:3]) + ")",
                           f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
                           f"span_bytes_per_core={m.span_bytes_per_core}", name)
+
+
+def _data_dependent_stores(group: KernelGroup) -> bool:
+    """Whether a kernel of the group stores (without accumulating) at an index
+    computed from loaded data."""
+    for lk in group.kernels:
+        levels = indirect_levels(lk.body)
+        if any(a.store and not a.atomic and a.pos in levels for a in accesses(lk.body)):
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
