@@ -20,6 +20,8 @@ import sympy
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 
+from .buffer_specs import contiguous_buffer
+
 __all__ = ["dense_buffer", "OPS", "kernels", "mm", "bmm", "UnknownOp"]
 
 F16, F32 = "float16", "float32"
@@ -32,12 +34,7 @@ class UnknownOp(KeyError):
 
 def dense_buffer(name: str, shape: Sequence[int], dtype: str = F16, role: str = "input") -> kir.BufferSpec:
     """A contiguous buffer of ``shape``."""
-    stride, acc = [], 1
-    for s in reversed(shape):
-        stride.insert(0, acc)
-        acc *= s
-    return kir.BufferSpec(name, dtype, tuple(map(sympy.Integer, shape)), tuple(map(sympy.Integer, stride)),
-                          sympy.Integer(0), sympy.Integer(acc), role)  # type: ignore[arg-type]
+    return contiguous_buffer(name, shape, dtype, role)
 
 
 class _Body:
