@@ -21,7 +21,7 @@ from spyre_shims.jsonform import FormatError
 from spyre_shims.ops import POINTWISE
 
 from . import attention
-from .context import current, current_machine, set_machine, use_machine
+from .context import DeviceContext, current, current_machine, set_machine, use_machine
 from .emulator.executable import Executable
 from .machine import Machine
 from .model.program import Program
@@ -161,11 +161,10 @@ class SpyreBackend(Backend):
         m = current_machine()
         if not kernel.symbols:
             # Planned now: a kernel no program fits falls back (visibly) at
-            # compile time, and the report keeps why (the CLI makes it an error).
+            # compile time; on_graph records why (the CLI makes it an error).
             try:
                 plan(kernel, m, {})
             except DoesNotFitError as exc:
-                current().report.record_limit(exc)
                 raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
         return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
 
@@ -188,6 +187,7 @@ class SpyreBackend(Backend):
         ctx = current()
         ctx.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
+        self._record_limits(graph, exes, ctx)
         programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
         outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
@@ -199,6 +199,22 @@ class SpyreBackend(Backend):
             if e is not None and before is not None and after is not before:
                 e.replace_program(after)
         ctx.report.add_residency(graph.name, residency_summary(decisions))
+
+    @staticmethod
+    def _record_limits(graph: kir.GraphIR, exes: list[Executable | None], ctx: DeviceContext) -> None:
+        """Record each kernel of ``graph`` that runs on the host because no program
+        fits the machine. Derived here from the kernels themselves, not from
+        :meth:`compile`: a graph taken from Inductor's cache never calls compile."""
+        for k, exe in zip(graph.kernels, exes):
+            if exe is not None or k.symbols:
+                continue
+            try:
+                _check_supported(k)
+                plan(k, ctx.machine, {})
+            except DoesNotFitError as exc:
+                ctx.report.record_limit(exc)
+            except UnsupportedKernelError:
+                continue  # falls back for another reason, already announced
 
     def cache_key(self) -> str:
         h = hashlib.sha256()

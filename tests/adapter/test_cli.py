@@ -48,14 +48,19 @@ def test_run_other_models_and_machine_override(tmp_path: Path) -> None:
 
 
 def test_a_machine_too_small_for_a_kernel_names_the_kernel_and_the_limit(tmp_path: Path) -> None:
+    # Twice on one Inductor cache: the second run loads the graph from the cache
+    # (no kernel is compiled) and must still refuse the machine.
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     out = tmp_path / "run.json"
-    res = _cli("run", "--model", "mlp", "--hidden", "64", "--intermediate", "128", "--seq", "8",
-               "--machine", "lx_kib=1", "--json", str(out))
-    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
-    error = res.stderr.splitlines()[-1]
-    assert error.startswith("spyre-adapter run: error: argument --machine: 'lx_kib=1'"), error
-    assert "kernel spyre_" in error and "lx_usable_bytes=781" in error and "Inductor" not in error
-    assert not out.exists()
+    for attempt in ("cold cache", "warm cache"):
+        res = _cli("run", "--model", "mlp", "--hidden", "64", "--intermediate", "128", "--seq", "8",
+                   "--machine", "lx_kib=1", "--json", str(out), env=env)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (attempt, res.stdout + res.stderr)
+        error = res.stderr.splitlines()[-1]
+        assert error.startswith("spyre-adapter run: error: argument --machine: 'lx_kib=1'"), (attempt, error)
+        assert "kernel spyre_" in error and "lx_usable_bytes=781" in error and "Inductor" not in error
+        assert not out.exists()
+    assert any((tmp_path / "inductor").rglob("*.py")), "the first run left no generated code in the cache"
 
 
 def test_probe_json(tmp_path: Path) -> None:
