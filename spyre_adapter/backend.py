@@ -95,7 +95,10 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
             raise exc.in_kernel(kernel.name) from None
         except (LxFull, EmulatorError) as exc:
             raise DoesNotFitError(str(exc), f"lx_usable_bytes={m.lx_usable_bytes} per core", kernel.name) from None
-        cache.put(key, p, kernel)
+        # A planner that completed the kernel (a captured call's output layout) is
+        # not cached: a hit would bind the program to the incomplete kernel.
+        if p.kernel is None or p.kernel is kernel:
+            cache.put(key, p, kernel)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name)
 
 
