@@ -44,6 +44,8 @@ __all__ = ["EmulatorError", "Card", "RunStats", "execute", "static_check"]
 
 #: The stamp of LX bytes an earlier kernel left for a later one.
 HELD = 255
+#: Card views kept for reuse (cleared when full).
+VIEW_CACHE_SIZE = 1 << 16
 
 
 class Card:
@@ -56,6 +58,9 @@ class Card:
         self.stamp = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
         self.epoch = 0
         self._typed: dict[torch.dtype, torch.Tensor] = {}
+        # Views by (core or core range, LX view): a program's steps use the same
+        # few views every launch, and building one costs more than the copy it serves.
+        self._views: dict[tuple[Any, Lx], torch.Tensor] = {}
 
     def new_launch(self) -> int:
         """Start a launch: a new stamp; bytes stamped earlier become unreadable."""
@@ -76,9 +81,14 @@ class Card:
 
     def view(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
-        dt = torch_dtype(lx.dtype)
-        t = self.typed(dt)
-        return _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
+        key = (core, lx)
+        v = self._views.get(key)
+        if v is None:
+            if len(self._views) >= VIEW_CACHE_SIZE:
+                self._views.clear()
+            t = self.typed(torch_dtype(lx.dtype))
+            v = self._views[key] = _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
+        return v
 
     def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
@@ -430,13 +440,29 @@ class _Execution:
                 raise EmulatorError("ring tag reused", self.p.name, core, step, "ring", f"#{ins.tag} to core {peer}")
             self.mailbox[(ins.tag, peer)] = data
 
-    def ring_recv(self, core: int, step: int, ins: RingRecv) -> None:
+    def _received(self, core: int, step: int, ins: RingRecv) -> torch.Tensor:
         data = self.mailbox.pop((ins.tag, core))
-        if data.numel() != ins.dst.numel or str(data.dtype).removeprefix("torch.") != ins.dst.dtype:
+        if data.numel() != ins.dst.numel or data.dtype != torch_dtype(ins.dst.dtype):
             raise EmulatorError("ring size mismatch", self.p.name, core, step, "ring",
                                 f"#{ins.tag}: {data.numel()} {data.dtype} sent, {ins.dst.numel} {ins.dst.dtype} expected")
-        self.card.view(core, ins.dst).copy_(data.reshape(ins.dst.sizes))
+        return data
+
+    def ring_recv(self, core: int, step: int, ins: RingRecv) -> None:
+        self.card.view(core, ins.dst).copy_(self._received(core, step, ins).reshape(ins.dst.sizes))
         self.mark(core, ins.dst)
+
+    def _batched_recv(self, group: list[tuple[int, int, Instruction]]) -> None:
+        """Receives into the same LX view of consecutive cores: one copy (one
+        stacked or broadcast source: a send to many peers is one tensor)."""
+        data = [self._received(c, step, ins) for c, step, ins in group]  # type: ignore[arg-type]
+        where = (group[0][0], group[-1][0] + 1)
+        dst = group[0][2].dst  # type: ignore[union-attr]
+        out = self.card.view(where, dst)
+        if all(d is data[0] for d in data):
+            out.copy_(data[0].reshape(dst.sizes).expand(out.shape))
+        else:
+            out.copy_(torch.stack(data).reshape(out.shape))
+        self.mark(where, dst)
 
     # ---------------------------------------------------------- compute
     def _tile(self, ins: Vec | AddrGen | Combine, kernel: LoopKernel, starts: torch.Tensor | None = None,
@@ -658,6 +684,8 @@ class _Execution:
             self.pe([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
         elif isinstance(ins, DmaLoad) and len(group) > 1 and self._batched_load(group):
             pass
+        elif isinstance(ins, RingRecv) and len(group) > 1:
+            self._batched_recv(group)
         else:
             for c, step, ins in group:
                 self._one(c, step, ins)
@@ -706,6 +734,8 @@ def _signature(ins: Instruction) -> Any:
         return ("pe", ins)
     if isinstance(ins, DmaLoad):
         return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, ins.dst)
+    if isinstance(ins, RingRecv):
+        return ("recv", ins.dst)
     return None
 
 
