@@ -27,6 +27,7 @@ from ..machine_spec import DoesNotFitError
 from ..model.bodies import accesses, indirect_levels
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
+from ..model.timing import simulate
 from ..model.program import Resident, itemsize
 from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from .lx_alloc import LxFull
@@ -444,9 +445,13 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     reasons = []
     for d in order:
         try:
-            return _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
+            p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
         except (LxFull, Unbuildable, EmulatorError) as exc:
             reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
+            continue
+        if force is None and residency is None and lx_planning:
+            p = _better_grid(gm, m, p, costs[d], name, sizes, cand)
+        return p
     if residency is None and force is None:
         for grid in grid_divisions(gm, m):
             try:
@@ -583,6 +588,51 @@ def grid_divisions(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
     if tuple(more) != out[0]:
         out.insert(0, tuple(more))
     return out
+
+
+#: A row division whose simulated time exceeds its closed-form estimate by this
+#: factor moves more bytes than the estimate assumed (rows cutting across the
+#: sticks of a transposed operand): 2-D grids of the iteration space are tried.
+GRID_TRIGGER = 1.25
+
+
+def _grid_candidates(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
+    """2-D splits (powers of two, every core) of the two largest dimensions of a
+    group of equal-shaped pointwise kernels; none for other groups."""
+    shape = gm.infos[0].ranges if gm.infos else ()
+    if len(shape) < 2 or any(i.ranges != shape or i.red for i in gm.infos):
+        return []
+    a, b = sorted(sorted(range(len(shape)), key=lambda k: -int(shape[k]))[:2])
+    out = []
+    s = 1
+    while s <= m.cores:
+        t = m.cores // s
+        if s <= int(shape[a]) and t <= int(shape[b]):
+            grid = [1] * len(shape)
+            grid[a], grid[b] = s, t
+            out.append(tuple(grid))
+        s *= 2
+    return out
+
+
+def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: str,
+                 sizes: Mapping[sympy.Symbol, int], cand: tuple[Candidate, ...]) -> Program:
+    """``p``, or the fastest 2-D grid program when ``p`` simulates well over its
+    estimate and a grid is faster (both by the timing model)."""
+    if not _grid_candidates(gm, m):
+        return p
+    best_t = simulate(p, m, keep_events=False).total_ns
+    if best_t <= GRID_TRIGGER * estimate:
+        return p
+    for grid in _grid_candidates(gm, m):
+        try:
+            q = _build_grid(gm, m, grid, name, sizes, cand)
+        except (LxFull, Unbuildable, EmulatorError):
+            continue
+        t = simulate(q, m, keep_events=False).total_ns
+        if t < best_t:
+            p, best_t = q, t
+    return p
 
 
 def _build_grid(gm: GroupModel, m: Machine, grid: tuple[int, ...], name: str, sizes: Mapping[sympy.Symbol, int],
