@@ -449,7 +449,8 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
         except (LxFull, Unbuildable, EmulatorError) as exc:
             reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
             continue
-        if force is None and residency is None and lx_planning:
+        # (without LX planning a one-kernel group has nothing to plan across kernels)
+        if force is None and residency is None and (lx_planning or len(group.kernels) == 1):
             p = _better_grid(gm, m, p, costs[d], name, sizes, cand)
         return p
     if residency is None and force is None:
