@@ -48,6 +48,11 @@ def compute_dtype(dt: torch.dtype) -> torch.dtype:
     return torch.float32 if dt in _LOW_PRECISION else dt
 
 
+def _cast(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
+    """``x`` as ``dt`` (itself when it already is: no op dispatched)."""
+    return x if x.dtype == dt else x.to(dt)
+
+
 def _round(x: torch.Tensor, dt: torch.dtype) -> torch.Tensor:
     """A value of IR dtype ``dt``, held in its compute dtype: 16-bit floats are
     computed in float32 and rounded only where the kernel stores them or casts
@@ -225,7 +230,7 @@ class FlatMemory:
               mode: str | None) -> None:
         flat = self.buffers[name]
         shape = tile.keep_shape() if reduced else list(tile.shape)
-        v = torch.as_tensor(value).to(flat.dtype).expand(tuple(shape))
+        v = _cast(torch.as_tensor(value), flat.dtype).expand(tuple(shape))
         view = None if mode == "atomic_add" else strided_view(flat, index, tile, shape)
         if view is not None:
             view.copy_(v)
@@ -506,10 +511,10 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
         elif op == "index_expr":
             expr, dt = args
             r = _index.compile_index(expr)(tile.keep_env if post else tile.env)
-            out = torch.as_tensor(r).to(compute_dtype(torch_dtype(dt)))
+            out = _cast(torch.as_tensor(r), compute_dtype(torch_dtype(dt)))
         elif op == "to_dtype":
             x, dt = val(args[0]), torch_dtype(args[1])
-            out = torch.as_tensor(x).to(dt).to(compute_dtype(dt))  # an explicit cast rounds
+            out = _cast(_cast(torch.as_tensor(x), dt), compute_dtype(dt))  # an explicit cast rounds
         elif op == "to_dtype_bitcast":
             x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
             out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))

@@ -66,9 +66,7 @@ class Card:
         """Start a launch: a new stamp; bytes stamped earlier become unreadable."""
         self.epoch += 1
         if self.epoch >= HELD:
-            held = self.stamp == HELD
-            self.stamp.zero_()
-            self.stamp[held] = HELD
+            self.stamp.masked_fill_(self.stamp != HELD, 0)  # every stamp but HELD restarts
             self.epoch = 1
         return self.epoch
 
@@ -280,7 +278,8 @@ class _LxMemory:
         shape = tile.keep_shape() if reduced else list(tile.shape)
         op = ops[0]
         dt = torch_dtype(op.lx.dtype)
-        v = torch.as_tensor(value).to(dt).expand(tuple(shape))
+        v = torch.as_tensor(value)
+        v = (v if v.dtype == dt else v.to(dt)).expand(tuple(shape))
         if op.kind == "tile":
             if self.batched and any(o.lx != op.lx for o in ops):
                 raise _NotBatchable()
@@ -448,7 +447,7 @@ class _Execution:
         return data
 
     def ring_recv(self, core: int, step: int, ins: RingRecv) -> None:
-        self.card.view(core, ins.dst).copy_(self._received(core, step, ins).reshape(ins.dst.sizes))
+        _put(self.card.view(core, ins.dst), self._received(core, step, ins))
         self.mark(core, ins.dst)
 
     def _batched_recv(self, group: list[tuple[int, int, Instruction]]) -> None:
@@ -503,8 +502,7 @@ class _Execution:
         for pos, comps in ins.partials:
             state = partials[pos]
             for value, lx in zip(state, comps):
-                out = self.card.view(where, lx)
-                out.copy_(value.reshape(out.shape).to(out.dtype))
+                _put(self.card.view(where, lx), value)
                 self.mark(where, lx)
 
     def _prevalidate(self, mem: _LxMemory, kernel: LoopKernel, tile: Tile) -> None:
@@ -559,8 +557,7 @@ class _Execution:
         if ins.into:
             for pos, comps in ins.into:
                 for value, lx in zip(reduced[pos], comps):
-                    out = self.card.view(core, lx)
-                    out.copy_(value.reshape(out.shape).to(out.dtype))
+                    _put(self.card.view(core, lx), value)
                     self.mark(core, lx)
             return
         mem = _LxMemory(self, core, ins.operands, step, kernel)
@@ -702,8 +699,7 @@ class _Execution:
         src = flat.as_strided((len(loads), *first.src.sizes), (delta, *first.src.strides),
                               flat.storage_offset() + first.src.offset)
         where = (group[0][0], group[-1][0] + 1)
-        dst = self.card.view(where, first.dst)
-        dst.copy_(src.reshape(dst.shape))
+        _put(self.card.view(where, first.dst), src)
         self.mark(where, first.dst)
         return True
 
@@ -724,6 +720,12 @@ class _Execution:
                 if hit:
                     raise EmulatorError("cross-core write conflict", self.p.name, hit[1], -1, buf,
                                         f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
+
+
+def _put(out: torch.Tensor, value: torch.Tensor) -> None:
+    """Copy ``value`` (same number of elements, any shape and dtype) into ``out``;
+    no reshape or cast is dispatched when none is needed (copy_ converts dtypes)."""
+    out.copy_(value if value.shape == out.shape else value.reshape(out.shape))
 
 
 def _signature(ins: Instruction) -> Any:

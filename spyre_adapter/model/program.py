@@ -92,6 +92,14 @@ class Lx:
     sizes: tuple[int, ...]
     strides: tuple[int, ...]
 
+    # Cached: the emulator looks views up by value for every step.
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.addr, self.dtype, self.sizes, self.strides))
+
+    def __hash__(self) -> int:
+        return self._hash
+
     # Cached: the emulator asks these of the same views for every step.
     @functools.cached_property
     def numel(self) -> int:
