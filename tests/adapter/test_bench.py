@@ -107,3 +107,19 @@ def test_a_wrong_program_does_not_match_its_reference() -> None:
     good = bench_checks.execute_row(kernel, DEFAULT, program=p)
     bad = bench_checks.execute_row(kernel, DEFAULT, program=shifted)
     assert good["matches_reference"] and not (bad.get("matches_reference") and bad.get("executed"))
+
+
+def test_baselines_are_compared_on_the_gemms_they_ran(quick_doc: dict) -> None:
+    """A big GEMM measured without baselines (over BASELINE_MAX_MACS) counts in our
+    geomean but not in the like-for-like one."""
+    (row,) = [r for r in quick_doc["kernels"] if r["name"] == "square.2048"]
+    bare = {k: v for k, v in row.items() if k not in ("single_core", "even_split", "torch_spyre_rules")}
+    bare.update(name="square.2048.unbaselined", eta_sustained=row["eta_sustained"] / 2)
+    s = bench.summarize([row, bare], {}, [], {})
+    assert s["gemms_baselined"] == ["square.2048"]
+    assert s["gemm_eta_sustained_geomean_baselined"] == pytest.approx(row["eta_sustained"])
+    assert s["gemm_eta_sustained_geomean"] == pytest.approx(row["eta_sustained"] / 2 ** 0.5)
+    assert s["baseline_lx_even_split_gemm_eta_geomean"] == pytest.approx(row["even_split"]["eta_sustained"])
+    console = Console(file=io.StringIO(), width=400)
+    bench.print_bench({**quick_doc, "kernels": [row, bare], "summary": s}, console)
+    assert "square.2048.unbaselined" in console.file.getvalue()
