@@ -27,7 +27,7 @@ from ..machine_spec import DoesNotFitError
 from ..model.bodies import accesses, indirect_levels
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
-from ..model.timing import simulate
+from ..model.timing import DeadlockError, simulate
 from ..model.program import Resident, itemsize
 from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from .lx_alloc import LxFull
@@ -628,9 +628,10 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
     for grid in _grid_candidates(gm, m):
         try:
             q = _build_grid(gm, m, grid, name, sizes, cand)
-        except (LxFull, Unbuildable, EmulatorError):
+            t = simulate(q, m, keep_events=False).total_ns
+        except (LxFull, Unbuildable, EmulatorError, DeadlockError):
+            # (a grid of a phased group can order a ring transfer across a barrier)
             continue
-        t = simulate(q, m, keep_events=False).total_ns
         if t < best_t:
             p, best_t = q, t
     return p
