@@ -23,7 +23,7 @@ from ..model.rules import EmulatorError
 from ..model.timing import Timeline, simulate
 from ..model.traffic import compulsory_bytes
 from . import metrics
-from .executor import Card, execute
+from .executor import Card, Replay, execute
 
 __all__ = ["Executable", "Recorder", "Planner"]
 
@@ -62,10 +62,12 @@ def _emulator_threads() -> Iterator[None]:
 
 
 class _Derived:
-    """What one program measured: its checks passed, its compulsory bytes and LX peak."""
+    """What one program measured: its checks passed, its compulsory bytes and LX
+    peak; and its recorded steps for steady-state launches."""
 
     def __init__(self) -> None:
         self.checked = False
+        self.replay = Replay()
         self.compulsory: int | None = None
         self.lx_peak = 0
         self.timing: dict[tuple, tuple[Timeline, metrics.Metrics]] = {}
@@ -118,7 +120,7 @@ class Executable:
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
         expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
         with _emulator_threads():
-            stats = execute(p, buffers, self.card, sizes, checking=first)
+            stats = execute(p, buffers, self.card, sizes, checking=first, replay=None if first else d.replay)
         if d.compulsory is None:  # traced on the launch's data (indices included), once per program
             d.compulsory = self.compulsory(p, buffers, sizes)
         if expected is not None:

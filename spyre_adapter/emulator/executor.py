@@ -39,8 +39,10 @@ from ..model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaS
                              Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe, itemsize, lx_accesses)
 from ..model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
 from ..model.traffic import StickMarks
+from . import replay as rp
+from .replay import Replay, put
 
-__all__ = ["EmulatorError", "Card", "RunStats", "execute", "static_check"]
+__all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute", "static_check"]
 
 #: The stamp of LX bytes an earlier kernel left for a later one.
 HELD = 255
@@ -335,6 +337,9 @@ class _Execution:
         self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
         #: deferred PE accumulation chains: (cores, accumulator) -> (A slices, B slices, add to acc)
         self.pending: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor], bool]] = {}
+        self.core_epoch: dict[int, int] = defaultdict(int)
+        #: the steps executed so far, as replayable thunks (an unchecked recording launch)
+        self.record: list[rp.Thunk] | None = None
 
     # ---------------------------------------------------------- LX bookkeeping
     def check_written(self, where: int | tuple[int, int], lx: Lx, step: int, name: str,
@@ -447,7 +452,7 @@ class _Execution:
         return data
 
     def ring_recv(self, core: int, step: int, ins: RingRecv) -> None:
-        _put(self.card.view(core, ins.dst), self._received(core, step, ins))
+        put(self.card.view(core, ins.dst), self._received(core, step, ins))
         self.mark(core, ins.dst)
 
     def _batched_recv(self, group: list[tuple[int, int, Instruction]]) -> None:
@@ -502,7 +507,7 @@ class _Execution:
         for pos, comps in ins.partials:
             state = partials[pos]
             for value, lx in zip(state, comps):
-                _put(self.card.view(where, lx), value)
+                put(self.card.view(where, lx), value)
                 self.mark(where, lx)
 
     def _prevalidate(self, mem: _LxMemory, kernel: LoopKernel, tile: Tile) -> None:
@@ -557,7 +562,7 @@ class _Execution:
         if ins.into:
             for pos, comps in ins.into:
                 for value, lx in zip(reduced[pos], comps):
-                    _put(self.card.view(core, lx), value)
+                    put(self.card.view(core, lx), value)
                     self.mark(core, lx)
             return
         mem = _LxMemory(self, core, ins.operands, step, kernel)
@@ -594,7 +599,8 @@ class _Execution:
             acc.copy_(prod)
         self.mark(where, ins.acc)
 
-    def _flush(self, key: tuple) -> None:
+    def flush(self, key: tuple) -> None:
+        """Complete the deferred PE accumulation chain ``key`` (cores, accumulator)."""
         where, acc_lx = key
         aa, bb, accumulate = self.pending.pop(key)
         prod = torch.matmul(torch.cat(aa, -1), torch.cat(bb, -2)) if len(aa) > 1 else torch.matmul(aa[0], bb[0])
@@ -604,8 +610,9 @@ class _Execution:
         else:
             acc.copy_(prod)
 
-    def _flush_overlapping(self, where: int | tuple[int, int], views: Sequence[Lx]) -> None:
-        """Complete deferred accumulations whose accumulator shares cores and LX bytes with ``views``."""
+    def _flush_overlapping(self, where: int | tuple[int, int], views: Sequence[Lx], record: bool = False) -> None:
+        """Complete deferred accumulations whose accumulator shares cores and LX bytes
+        with ``views`` (``record``: a step of its own in a recording launch)."""
         if not self.pending:
             return
         c0, c1 = (where, where + 1) if isinstance(where, int) else where
@@ -617,7 +624,9 @@ class _Execution:
                 continue
             lo, hi = acc.byte_range()
             if any(a < hi and lo < b for a, b in ranges):
-                self._flush(key)
+                if record and self.record is not None:
+                    self.record.append(rp.flush(key))
+                self.flush(key)
 
     def _epoch_of(self, core: int) -> int:
         return self.core_epoch.get(core, 0)
@@ -626,7 +635,6 @@ class _Execution:
     def run(self) -> None:
         streams = {c.core: c.instrs for c in self.p.cores if c.instrs}
         pcs = {c: 0 for c in streams}
-        self.core_epoch: dict[int, int] = defaultdict(int)
         members: dict[int, set[int]] = defaultdict(set)
         for c, s in streams.items():
             for ins in s:
@@ -660,21 +668,60 @@ class _Execution:
             for c in [c for c, pc in pcs.items() if pc >= len(streams[c])]:
                 del pcs[c]
         for key in list(self.pending):
-            self._flush(key)
+            if self.record is not None:
+                self.record.append(rp.flush(key))
+            self.flush(key)
+        self._check_mailbox()
+        if self.checking:
+            self._dynamic_races()
+
+    def replay(self, thunks: Sequence[rp.Thunk]) -> None:
+        """Run a recorded launch's steps in their order (unchecked launches only)."""
+        for step in thunks:
+            step(self)
+        self._check_mailbox()
+
+    def _check_mailbox(self) -> None:
         if self.mailbox:
             (tag, peer), _ = next(iter(self.mailbox.items()))
             raise EmulatorError("ring send without receive", self.p.name, peer, -1, "ring",
                                 f"#{tag} sent to core {peer}, never received")
-        if self.checking:
-            self._dynamic_races()
 
     def _execute(self, group: list[tuple[int, int, Instruction]]) -> None:
-        c, step, ins = group[0]
         if self.pending:
             for core, _, x in group:
                 if not (isinstance(x, Pe) and x.accumulate):
                     reads, writes = lx_accesses(x, self.p.bodies)
-                    self._flush_overlapping(core, reads + writes)
+                    self._flush_overlapping(core, reads + writes, record=True)
+        if self.record is None:
+            self._dispatch(group)
+            return
+        step = self._thunk(group)
+        self.record.append(step)
+        step(self)
+
+    def _thunk(self, group: list[tuple[int, int, Instruction]]) -> rp.Thunk:
+        """The group as a replayable step, its LX views resolved now."""
+        c, _, ins = group[0]
+        view = self.card.view
+        if len(group) == 1:
+            if isinstance(ins, DmaLoad):
+                return rp.load(view(c, ins.dst), ins.src)
+            if isinstance(ins, DmaStore):
+                return rp.store(view(c, ins.src), ins.dst, ins.accumulate)
+            if isinstance(ins, RingSend):
+                return rp.send(view(c, ins.src), ins.tag, ins.peers)
+            if isinstance(ins, RingRecv):
+                return rp.recv(view(c, ins.dst), (ins.tag, c))
+        elif isinstance(ins, DmaLoad) and (delta := _even_spacing(group)) is not None:
+            return rp.batched_load(view((c, group[-1][0] + 1), ins.dst), ins.src, len(group), delta)
+        elif isinstance(ins, RingRecv):
+            return rp.batched_recv(view((c, group[-1][0] + 1), ins.dst), ins.dst.sizes,
+                                   [(g[2].tag, g[0]) for g in group])  # type: ignore[union-attr]
+        return lambda ex: ex._dispatch(group)
+
+    def _dispatch(self, group: list[tuple[int, int, Instruction]]) -> None:
+        c, step, ins = group[0]
         if isinstance(ins, Vec):
             self.vec([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
         elif isinstance(ins, Pe):
@@ -690,16 +737,15 @@ class _Execution:
     def _batched_load(self, group: list[tuple[int, int, Instruction]]) -> bool:
         """Loads of equal shape into the same LX view of consecutive cores, from
         regions spaced evenly: one strided copy."""
-        loads: list[DmaLoad] = [g[2] for g in group]  # type: ignore[misc]
-        first = loads[0]
-        delta = loads[1].src.offset - first.src.offset
-        if any(ld.src.offset != first.src.offset + k * delta for k, ld in enumerate(loads)) or delta < 0:
+        delta = _even_spacing(group)
+        if delta is None:
             return False
+        first: DmaLoad = group[0][2]  # type: ignore[assignment]
         flat = self._dram(first.src.buffer)
-        src = flat.as_strided((len(loads), *first.src.sizes), (delta, *first.src.strides),
+        src = flat.as_strided((len(group), *first.src.sizes), (delta, *first.src.strides),
                               flat.storage_offset() + first.src.offset)
         where = (group[0][0], group[-1][0] + 1)
-        _put(self.card.view(where, first.dst), src)
+        put(self.card.view(where, first.dst), src)
         self.mark(where, first.dst)
         return True
 
@@ -722,10 +768,14 @@ class _Execution:
                                         f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
 
 
-def _put(out: torch.Tensor, value: torch.Tensor) -> None:
-    """Copy ``value`` (same number of elements, any shape and dtype) into ``out``;
-    no reshape or cast is dispatched when none is needed (copy_ converts dtypes)."""
-    out.copy_(value if value.shape == out.shape else value.reshape(out.shape))
+def _even_spacing(group: list[tuple[int, int, Instruction]]) -> int | None:
+    """The offset step between a load group's source regions when they are spaced
+    evenly (one strided copy loads them all), else None."""
+    loads: list[DmaLoad] = [g[2] for g in group]  # type: ignore[misc]
+    delta = loads[1].src.offset - loads[0].src.offset
+    if delta < 0 or any(ld.src.offset != loads[0].src.offset + k * delta for k, ld in enumerate(loads)):
+        return None
+    return delta
 
 
 def _signature(ins: Instruction) -> Any:
@@ -754,10 +804,12 @@ def _batches(runnable: list[tuple[int, int, Instruction]]) -> list[list[tuple[in
 
 
 def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
-            sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True) -> RunStats:
+            sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True,
+            replay: Replay | None = None) -> RunStats:
     """Run ``p`` on ``card`` over the flat DRAM ``buffers`` (kernel arguments by
     name; the program's workspace is allocated here). ``checking`` off skips the
-    LX stamp checks (a program already run once with them)."""
+    LX stamp checks (a program already run once with them); an unchecked launch
+    given ``replay`` records its steps there, or replays them once recorded."""
     bufs = dict(buffers)
     for name, dt, numel in p.workspace:
         bufs[name] = torch.full((numel,), float("nan"), dtype=torch_dtype(dt)) if torch_dtype(dt).is_floating_point \
@@ -774,7 +826,14 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
                                 f"expects {r.buffer}[{r.lo}:{r.hi}] held in LX at {r.addr}; no earlier kernel left it")
         st.fill_(epoch)
     ex = _Execution(p, card, bufs, sizes or {}, checking)
-    ex.run()
+    if replay is not None and not checking and replay.ready(card):
+        ex.replay(replay.thunks or ())
+    elif replay is not None and not checking:
+        ex.record = []
+        ex.run()
+        replay.card, replay.thunks = card, ex.record
+    else:
+        ex.run()
     for r in p.lx_out:
         card.stamps(r.core, r.lx).fill_(HELD)
     return RunStats(ex.dynamic_bytes, peaks)

@@ -1,0 +1,115 @@
+"""Steady-state replay of an executed program.
+
+A launch after the checked first one runs the same instructions in the same
+order: which steps batch together, when a ring receive's data has arrived and
+when a deferred PE chain completes depend only on the program. The first
+unchecked launch records each step it executes as a thunk with its LX views
+already resolved; later launches run the thunks in order, skipping the round
+scheduler and the per-step lookups. Every value still comes from executing
+the program's steps: a thunk is the step, not a shortcut around it.
+
+DRAM buffers differ per launch, so thunks look them up by name in the launch's
+buffers; LX views are views of the card's memory, stable for the card's life.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from ..model.program import Region
+
+__all__ = ["Replay", "Thunk", "put", "load", "batched_load", "store", "send", "recv", "batched_recv", "flush"]
+
+#: One recorded step: run on a launch (the executor's state for one execution).
+Thunk = Callable[[Any], None]
+
+
+@dataclasses.dataclass
+class Replay:
+    """The recorded steps of one program on one card (kept per program by its
+    :class:`~spyre_adapter.emulator.executable.Executable`)."""
+
+    card: Any = None
+    thunks: list[Thunk] | None = None
+
+    def ready(self, card: Any) -> bool:
+        """Whether a recording exists for ``card``."""
+        return self.thunks is not None and self.card is card
+
+
+def put(out: torch.Tensor, value: torch.Tensor) -> None:
+    """Copy ``value`` (same number of elements, any shape and dtype) into ``out``;
+    no reshape or cast is dispatched when none is needed (copy_ converts dtypes)."""
+    out.copy_(value if value.shape == out.shape else value.reshape(out.shape))
+
+
+def _region(buffers: Any, r: Region) -> torch.Tensor:
+    flat = buffers[r.buffer]
+    return flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
+
+
+def load(dst: torch.Tensor, r: Region) -> Thunk:
+    """DMA a DRAM region into the LX view ``dst``."""
+    def step(ex: Any) -> None:
+        put(dst, _region(ex.buffers, r))
+    return step
+
+
+def batched_load(dst: torch.Tensor, r: Region, cores: int, delta: int) -> Thunk:
+    """Equal loads of consecutive cores from regions ``delta`` elements apart: one copy."""
+    sizes, strides = (cores, *r.sizes), (delta, *r.strides)
+
+    def step(ex: Any) -> None:
+        flat = ex.buffers[r.buffer]
+        put(dst, flat.as_strided(sizes, strides, flat.storage_offset() + r.offset))
+    return step
+
+
+def store(src: torch.Tensor, r: Region, accumulate: bool) -> Thunk:
+    """DMA the LX view ``src`` to a DRAM region (added to it when ``accumulate``)."""
+    def step(ex: Any) -> None:
+        dst = _region(ex.buffers, r)
+        value = src if src.shape == dst.shape else src.reshape(r.sizes)
+        if accumulate:
+            dst.add_(value)
+        else:
+            dst.copy_(value)
+    return step
+
+
+def send(src: torch.Tensor, tag: int, peers: Sequence[int]) -> Thunk:
+    """Put a snapshot of ``src`` in each peer's mailbox under ``tag``."""
+    def step(ex: Any) -> None:
+        data = src.clone()
+        for peer in peers:
+            ex.mailbox[(tag, peer)] = data
+    return step
+
+
+def recv(dst: torch.Tensor, key: tuple[int, int]) -> Thunk:
+    """Take mailbox ``key`` (tag, receiving core) into the LX view ``dst``."""
+    def step(ex: Any) -> None:
+        put(dst, ex.mailbox.pop(key))
+    return step
+
+
+def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple[int, int]]) -> Thunk:
+    """Receives into one LX view of consecutive cores (``out`` stacks them)."""
+    def step(ex: Any) -> None:
+        data = [ex.mailbox.pop(k) for k in keys]
+        if all(d is data[0] for d in data):
+            out.copy_(data[0].reshape(sizes).expand(out.shape))
+        else:
+            out.copy_(torch.stack(data).reshape(out.shape))
+    return step
+
+
+def flush(key: tuple) -> Thunk:
+    """Complete a deferred PE accumulation chain where the recording completed it."""
+    def step(ex: Any) -> None:
+        ex.flush(key)
+    return step
