@@ -476,24 +476,40 @@ class _Execution:
         red = ins.red if isinstance(ins, (Vec, AddrGen)) else None
         return Tile(kernel, ins.box, sizes, red=red, batch_starts=starts)
 
-    def vec(self, cores: list[int], steps: list[int], instrs: list[Vec]) -> None:
+    def vec(self, cores: list[int], steps: list[int], instrs: list[Vec], kept: list[Any] | None = None) -> None:
+        """Run a group of vector steps: batched over its cores when their operands
+        allow one view, else core by core. ``kept`` (a replayed step's slot) keeps
+        the memories and tiles built here for the next launch."""
         ins = instrs[0]
         kernel = self.p.bodies[ins.body]
-        if len(cores) > 1:
-            starts = torch.tensor([[lo for lo, _ in v.box] + [lo for lo, _ in (v.red or ())] +
-                                   ([0] * len(kernel.reduction_ranges) if v.red is None else []) for v in instrs],
-                                  dtype=torch.int64)
+        if len(cores) > 1 and (kept is None or kept[0] != "single"):
             where = (cores[0], cores[-1] + 1)
-            mem = _LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
-            tile = self._tile(ins, kernel, starts, ins.bind)
+            if kept is not None and kept[0] == "batched":
+                mem, tile = kept[1]
+                mem.ex = self
+            else:
+                starts = torch.tensor([[lo for lo, _ in v.box] + [lo for lo, _ in (v.red or ())] +
+                                       ([0] * len(kernel.reduction_ranges) if v.red is None else [])
+                                       for v in instrs], dtype=torch.int64)
+                mem = _LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
+                tile = self._tile(ins, kernel, starts, ins.bind)
             try:
                 self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=instrs)
+                if kept is not None:
+                    kept[:] = ["batched", (mem, tile)]
                 return
             except _NotBatchable:
                 pass
-        for core, step, v in zip(cores, steps, instrs):
-            mem = _LxMemory(self, core, v.operands, step, kernel)
-            self._run_vec(core, step, v, kernel, mem, self._tile(v, kernel, None, v.bind))
+        if kept is not None and kept[0] == "single":
+            parts = kept[1]
+        else:
+            parts = [(core, step, v, _LxMemory(self, core, v.operands, step, kernel), self._tile(v, kernel, None, v.bind))
+                     for core, step, v in zip(cores, steps, instrs)]
+            if kept is not None:
+                kept[:] = ["single", parts]
+        for core, step, v, mem, tile in parts:
+            mem.ex = self
+            self._run_vec(core, step, v, kernel, mem, tile)
 
     def _run_vec(self, where: int | tuple[int, int], step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
                  tile: Tile, batched: list[Vec] | None = None) -> None:
@@ -718,6 +734,10 @@ class _Execution:
         elif isinstance(ins, RingRecv):
             return rp.batched_recv(view((c, group[-1][0] + 1), ins.dst), ins.dst.sizes,
                                    [(g[2].tag, g[0]) for g in group])  # type: ignore[union-attr]
+        if isinstance(ins, Vec):
+            cores, steps, instrs = [g[0] for g in group], [g[1] for g in group], [g[2] for g in group]
+            kept: list[Any] = [None, None]
+            return lambda ex: ex.vec(cores, steps, instrs, kept)
         return lambda ex: ex._dispatch(group)
 
     def _dispatch(self, group: list[tuple[int, int, Instruction]]) -> None:
