@@ -114,8 +114,9 @@ _OPS: dict[type, str] = {sympy.Add: "+", sympy.Mul: "*", sympy.Pow: "**", FloorD
 
 
 def to_tree(expr: Any) -> Tree:
-    """The JSON tree of an index expression (exact: :func:`from_tree` gives it
-    back). Raises :class:`TypeError` for a construct outside the index language
+    """The JSON tree of an index expression (:func:`from_tree` gives it back,
+    re-evaluated: identical for an evaluated expression, of the same value for a
+    node sympy built before its arguments simplified). Raises :class:`TypeError` for a construct outside the index language
     or a symbol that is not an :func:`index_symbol`."""
     e = as_expr(expr)
     if e.is_Integer:
