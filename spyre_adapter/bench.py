@@ -160,13 +160,24 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_c
     row["lx_over_capacity"] = max(row["lx_peak"], row.get("lx_peak_executed", 0)) > m.lx_usable_bytes
     if not baselines_too:
         return row
-    # Baselines are measured against the whole card's roofline, like the plan.
+    # Baselines are measured against the whole card's roofline, like the plan. One
+    # that has no program on this machine is recorded as such (None, with why).
     if single_core:
-        row["single_core"] = _versus(main, _measure(kernel, m.replace(cores=1))[0])
-    row["even_split"] = _versus(main, _measure(kernel, m, _even_split(kernel, m, program))[0])
+        row["single_core"] = _baseline(row, "single_core", lambda: _measure(kernel, m.replace(cores=1))[0], main)
+    row["even_split"] = _baseline(row, "even_split",
+                                  lambda: _measure(kernel, m, _even_split(kernel, m, program))[0], main)
     ts = _torch_spyre(kernel, m)
     row["torch_spyre_rules"] = _versus(main, _measure(kernel, m, ts)[0]) if ts is not None else None
     return row
+
+
+def _baseline(row: dict[str, Any], key: str, measure: Callable[[], metrics.Metrics],
+              main: metrics.Metrics) -> dict[str, Any] | None:
+    try:
+        return _versus(main, measure())
+    except DoesNotFitError as exc:
+        row.setdefault("baselines_unplannable", {})[key] = str(exc)
+        return None
 
 
 # ------------------------------------------------------------------ sections

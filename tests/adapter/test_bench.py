@@ -123,3 +123,16 @@ def test_baselines_are_compared_on_the_gemms_they_ran(quick_doc: dict) -> None:
     console = Console(file=io.StringIO(), width=400)
     bench.print_bench({**quick_doc, "kernels": [row, bare], "summary": s}, console)
     assert "square.2048.unbaselined" in console.file.getvalue()
+
+
+def test_a_baseline_with_no_program_is_recorded_not_fatal() -> None:
+    """A baseline planner that finds no program on its machine (here: one core
+    with 1 KiB of LX) leaves None and the reason; the row and the run go on."""
+    kernel = bench.gemm_kernel("g", 256, 256, 256)
+    main = bench._measure(kernel, DEFAULT)[0]
+    row: dict = {}
+    got = bench._baseline(row, "single_core", lambda: bench._measure(kernel, DEFAULT.replace(cores=1, lx_kib=1))[0],
+                          main)
+    assert got is None and "lx_usable_bytes" in row["baselines_unplannable"]["single_core"]
+    ok = bench._baseline(row, "even_split", lambda: bench._measure(kernel, DEFAULT.replace(cores=1))[0], main)
+    assert ok is not None and ok["modeled_ns"] > main.modeled_ns and "even_split" not in row["baselines_unplannable"]
