@@ -601,7 +601,7 @@ def _grid_candidates(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
     """2-D splits (powers of two, every core) of the two largest dimensions of a
     group of equal-shaped pointwise kernels; none for other groups."""
     shape = gm.infos[0].ranges if gm.infos else ()
-    if len(shape) < 2 or any(i.ranges != shape or i.red for i in gm.infos):
+    if len(shape) < 2 or any(i.ranges != shape or i.red for i in gm.infos) or not _crosses_sticks(gm):
         return []
     a, b = sorted(sorted(range(len(shape)), key=lambda k: -int(shape[k]))[:2])
     out = []
@@ -614,6 +614,21 @@ def _grid_candidates(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
             out.append(tuple(grid))
         s *= 2
     return out
+
+
+def _crosses_sticks(gm: GroupModel) -> bool:
+    """Whether some access does not run along the innermost iteration dimension
+    (a transposed or strided operand): only then can rows of the flattened space
+    cut across its sticks. Statically, so other groups pay no simulation."""
+    vars_ = list(gm.infos[0].kernel.index_vars()[0])
+    for a in gm.accesses:
+        aff = sidx.affine(a.acc.expr, vars_)
+        if aff is None:
+            return True  # not affine: let the simulation decide
+        inner = aff[1][-1]
+        if inner not in (0, 1) or (inner == 0 and any(c != 0 for c in aff[1][:-1])):
+            return True
+    return False
 
 
 def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: str,
