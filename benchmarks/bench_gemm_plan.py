@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spyre_adapter.argcheck import output_file
 from spyre_adapter.backend import plan
 from spyre_adapter.bench import LLM_GEMMS, SQUARE, _measure, gemm_kernel
 from spyre_adapter.context import current
@@ -43,16 +44,9 @@ def one(name: str, mm: int, nn: int, kk: int) -> dict[str, Any]:
             "measure_s": time.perf_counter() - t1, "instructions": sum(len(c.instrs) for c in p.cores)}
 
 
-def _json_path(text: str) -> Path:
-    path = Path(text)
-    if path.is_dir() or not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: expected a file path in an existing folder")
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--json", type=_json_path, required=True, help="JSON-lines output file")
+    ap.add_argument("--json", type=output_file, required=True, help="JSON-lines output file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -60,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one(name, mm, nn, kk)))
         return 0
     rows = []
-    with args.json.open("w") as out:
+    with Path(args.json).open("w") as out:
         for g in shapes():
             done = subprocess.run([sys.executable, __file__, "--json", str(args.json), "--child", json.dumps(g)],
                                   capture_output=True, text=True)

@@ -381,23 +381,12 @@ class _Execution:
         return self.buffers[name]
 
     def dma_load(self, core: int, step: int, ins: DmaLoad) -> None:
-        r = ins.src
-        flat = self._dram(r.buffer)
-        src = flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
-        self.card.view(core, ins.dst).copy_(src.reshape(ins.dst.sizes) if src.shape != ins.dst.sizes else src)
+        put(self.card.view(core, ins.dst), rp.region(self.buffers, ins.src))
         self.mark(core, ins.dst)
 
     def dma_store(self, core: int, step: int, ins: DmaStore) -> None:
-        r = ins.dst
-        self.check_written(core, ins.src, step, r.buffer, None)
-        flat = self._dram(r.buffer)
-        dst = flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
-        src = self.card.view(core, ins.src)
-        src = src.reshape(r.sizes) if tuple(src.shape) != r.sizes else src
-        if ins.accumulate:
-            dst.add_(src)
-        else:
-            dst.copy_(src)
+        self.check_written(core, ins.src, step, ins.dst.buffer, None)
+        rp.write_dram(rp.region(self.buffers, ins.dst), self.card.view(core, ins.src), ins.accumulate)
 
     def _addresses(self, core: int, step: int, ins: DmaGather | DmaScatter) -> tuple[torch.Tensor, torch.Tensor]:
         self.check_written(core, ins.addrs, step, ins.buffer, None)
@@ -461,11 +450,7 @@ class _Execution:
         data = [self._received(c, step, ins) for c, step, ins in group]  # type: ignore[arg-type]
         where = (group[0][0], group[-1][0] + 1)
         dst = group[0][2].dst  # type: ignore[union-attr]
-        out = self.card.view(where, dst)
-        if all(d is data[0] for d in data):
-            out.copy_(data[0].reshape(dst.sizes).expand(out.shape))
-        else:
-            out.copy_(torch.stack(data).reshape(out.shape))
+        rp.deliver(self.card.view(where, dst), dst.sizes, data)
         self.mark(where, dst)
 
     # ---------------------------------------------------------- compute
@@ -761,11 +746,8 @@ class _Execution:
         if delta is None:
             return False
         first: DmaLoad = group[0][2]  # type: ignore[assignment]
-        flat = self._dram(first.src.buffer)
-        src = flat.as_strided((len(group), *first.src.sizes), (delta, *first.src.strides),
-                              flat.storage_offset() + first.src.offset)
         where = (group[0][0], group[-1][0] + 1)
-        put(self.card.view(where, first.dst), src)
+        put(self.card.view(where, first.dst), rp.region(self.buffers, first.src, len(group), delta))
         self.mark(where, first.dst)
         return True
 

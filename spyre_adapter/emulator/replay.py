@@ -22,7 +22,7 @@ import torch
 
 from ..model.program import Region
 
-__all__ = ["Replay", "Thunk", "put", "load", "batched_load", "store", "send", "recv", "batched_recv", "flush"]
+__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "send", "recv", "batched_recv", "flush"]
 
 #: One recorded step: run on a launch (the executor's state for one execution).
 Thunk = Callable[[Any], None]
@@ -47,37 +47,50 @@ def put(out: torch.Tensor, value: torch.Tensor) -> None:
     out.copy_(value if value.shape == out.shape else value.reshape(out.shape))
 
 
-def _region(buffers: Any, r: Region) -> torch.Tensor:
+def region(buffers: Any, r: Region, cores: int = 0, delta: int = 0) -> torch.Tensor:
+    """The DRAM view of region ``r`` in ``buffers``; with ``cores``, that many
+    equal regions ``delta`` elements apart stacked as a leading dimension."""
     flat = buffers[r.buffer]
-    return flat.as_strided(r.sizes, r.strides, flat.storage_offset() + r.offset)
+    sizes, strides = ((cores, *r.sizes), (delta, *r.strides)) if cores else (r.sizes, r.strides)
+    return flat.as_strided(sizes, strides, flat.storage_offset() + r.offset)
+
+
+def write_dram(dst: torch.Tensor, src: torch.Tensor, accumulate: bool) -> None:
+    """A DMA store of the LX view ``src`` into the DRAM view ``dst`` (added when ``accumulate``)."""
+    value = src if src.shape == dst.shape else src.reshape(dst.shape)
+    if accumulate:
+        dst.add_(value)
+    else:
+        dst.copy_(value)
+
+
+def deliver(out: torch.Tensor, sizes: tuple[int, ...], data: Sequence[torch.Tensor]) -> None:
+    """Receives into one LX view of consecutive cores (``out`` stacks them): one
+    copy, broadcast when every core gets the same send."""
+    if all(d is data[0] for d in data):
+        out.copy_(data[0].reshape(sizes).expand(out.shape))
+    else:
+        out.copy_(torch.stack(list(data)).reshape(out.shape))
 
 
 def load(dst: torch.Tensor, r: Region) -> Thunk:
     """DMA a DRAM region into the LX view ``dst``."""
     def step(ex: Any) -> None:
-        put(dst, _region(ex.buffers, r))
+        put(dst, region(ex.buffers, r))
     return step
 
 
 def batched_load(dst: torch.Tensor, r: Region, cores: int, delta: int) -> Thunk:
     """Equal loads of consecutive cores from regions ``delta`` elements apart: one copy."""
-    sizes, strides = (cores, *r.sizes), (delta, *r.strides)
-
     def step(ex: Any) -> None:
-        flat = ex.buffers[r.buffer]
-        put(dst, flat.as_strided(sizes, strides, flat.storage_offset() + r.offset))
+        put(dst, region(ex.buffers, r, cores, delta))
     return step
 
 
 def store(src: torch.Tensor, r: Region, accumulate: bool) -> Thunk:
     """DMA the LX view ``src`` to a DRAM region (added to it when ``accumulate``)."""
     def step(ex: Any) -> None:
-        dst = _region(ex.buffers, r)
-        value = src if src.shape == dst.shape else src.reshape(r.sizes)
-        if accumulate:
-            dst.add_(value)
-        else:
-            dst.copy_(value)
+        write_dram(region(ex.buffers, r), src, accumulate)
     return step
 
 
@@ -100,11 +113,7 @@ def recv(dst: torch.Tensor, key: tuple[int, int]) -> Thunk:
 def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple[int, int]]) -> Thunk:
     """Receives into one LX view of consecutive cores (``out`` stacks them)."""
     def step(ex: Any) -> None:
-        data = [ex.mailbox.pop(k) for k in keys]
-        if all(d is data[0] for d in data):
-            out.copy_(data[0].reshape(sizes).expand(out.shape))
-        else:
-            out.copy_(torch.stack(data).reshape(out.shape))
+        deliver(out, sizes, [ex.mailbox.pop(k) for k in keys])
     return step
 
 

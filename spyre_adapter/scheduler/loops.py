@@ -548,12 +548,19 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
         return p
 
 
+def _pointwise_shape(gm: GroupModel) -> tuple[Any, ...]:
+    """The iteration shape of a group of equal-shaped pointwise kernels; () for
+    any other group (a grid splits such a group per dimension)."""
+    shape = tuple(gm.infos[0].ranges) if gm.infos else ()
+    return () if any(tuple(i.ranges) != shape or i.red for i in gm.infos) else shape
+
+
 def grid_divisions(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
     """Per-dimension splits of a group of equal-shaped pointwise kernels that keep
     every core's span of every tensor within the machine's limit (the fewest
     splits that do, then as many cores as the shape allows)."""
-    shape = gm.infos[0].ranges if gm.infos else ()
-    if not shape or any(i.ranges != shape or i.red for i in gm.infos):
+    shape = _pointwise_shape(gm)
+    if not shape:
         return []
     accs = [(a.acc, a.acc.itemsize) for a in gm.accesses]
     affs = []
@@ -600,8 +607,8 @@ GRID_TRIGGER = 1.25
 def _grid_candidates(gm: GroupModel, m: Machine) -> list[tuple[int, ...]]:
     """2-D splits (powers of two, every core) of the two largest dimensions of a
     group of equal-shaped pointwise kernels; none for other groups."""
-    shape = gm.infos[0].ranges if gm.infos else ()
-    if len(shape) < 2 or any(i.ranges != shape or i.red for i in gm.infos) or not _crosses_sticks(gm):
+    shape = _pointwise_shape(gm)
+    if len(shape) < 2 or not _crosses_sticks(gm):
         return []
     a, b = sorted(sorted(range(len(shape)), key=lambda k: -int(shape[k]))[:2])
     out = []
@@ -635,12 +642,13 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
                  sizes: Mapping[sympy.Symbol, int], cand: tuple[Candidate, ...]) -> Program:
     """``p``, or the fastest 2-D grid program when ``p`` simulates well over its
     estimate and a grid is faster (both by the timing model)."""
-    if not _grid_candidates(gm, m):
+    grids = _grid_candidates(gm, m)
+    if not grids:
         return p
     best_t = simulate(p, m, keep_events=False).total_ns
     if best_t <= GRID_TRIGGER * estimate:
         return p
-    for grid in _grid_candidates(gm, m):
+    for grid in grids:
         try:
             q = _build_grid(gm, m, grid, name, sizes, cand)
             t = simulate(q, m, keep_events=False).total_ns
