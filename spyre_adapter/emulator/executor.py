@@ -20,9 +20,8 @@ partner; barriers some core never reaches.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import defaultdict
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import sympy
@@ -36,9 +35,10 @@ from spyre_shims.reference import KernelFault, Tile, combine_partials, evaluate,
 from ..machine import Machine
 from ..model.bodies import index_cone
 from ..model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx,
-                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe, itemsize, lx_accesses)
+                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe)
 from ..model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
 from ..model.traffic import StickMarks
+from . import regroup
 from . import replay as rp
 from .replay import Replay, put
 
@@ -79,7 +79,7 @@ class Card:
             t = self._typed[dtype] = self.lx.view(dtype)
         return t
 
-    def view(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+    def view(self, core: Where, lx: Lx) -> torch.Tensor:
         """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
         key = (core, lx)
         v = self._views.get(key)
@@ -90,29 +90,46 @@ class Card:
             v = self._views[key] = _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
         return v
 
-    def stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+    def stamps(self, core: Where, lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
         dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
         sizes, strides = _byte_dims(lx)
         return _core_view(self.stamp, core, sizes, strides, lx.addr)
 
-    def element_stamps(self, core: int | tuple[int, int], lx: Lx) -> torch.Tensor:
+    def element_stamps(self, core: Where, lx: Lx) -> torch.Tensor:
         """Per-byte stamps shaped like ``lx``'s elements: ``[B?] + sizes + [itemsize]``."""
         isz = lx.itemsize
         sizes, strides = (*lx.sizes, isz), (*(st * isz for st in lx.strides), 1)
         return _core_view(self.stamp, core, sizes, strides, lx.addr)
 
 
-def _core_view(t: torch.Tensor, core: int | tuple[int, int], sizes: tuple[int, ...], strides: tuple[int, ...],
+#: One core, or the cores ``range(c0, c1[, step])`` stacked as a leading dim.
+Where = int | tuple[int, ...]
+
+
+def where_of(cores: Sequence[int]) -> Where:
+    """The :data:`Where` of cores in arithmetic progression (one core: an int)."""
+    if len(cores) == 1:
+        return cores[0]
+    step = cores[1] - cores[0]
+    return (cores[0], cores[-1] + 1) if step == 1 else (cores[0], cores[-1] + 1, step)
+
+
+def core_range(where: Where) -> range:
+    """The cores of ``where``."""
+    return range(where, where + 1) if isinstance(where, int) else range(*where)
+
+
+def _core_view(t: torch.Tensor, core: Where, sizes: tuple[int, ...], strides: tuple[int, ...],
                offset: int) -> torch.Tensor:
-    """A strided view into row ``core`` of a (cores, n) tensor, or into rows
-    ``[c0, c1)`` with the core as the first dim; ``offset`` in elements."""
+    """A strided view into row ``core`` of a (cores, n) tensor, or into the rows
+    of a core range with the core as the first dim; ``offset`` in elements."""
     # Offsets computed directly: no per-core row slice (a tensor per call).
     width = t.shape[1]
     if isinstance(core, int):
         return t.as_strided(sizes, strides, t.storage_offset() + core * width + offset)
-    c0, c1 = core
-    return t.as_strided((c1 - c0, *sizes), (width, *strides), t.storage_offset() + c0 * width + offset)
+    rows = range(*core)
+    return t.as_strided((len(rows), *sizes), (width * rows.step, *strides), t.storage_offset() + rows.start * width + offset)
 
 
 def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -149,7 +166,7 @@ class _LxMemory:
     """A vector step's loads and stores against its LX operands, on one core or
     stacked over a core range."""
 
-    def __init__(self, ex: _Execution, where: int | tuple[int, int], ops: Sequence[Operand] | Sequence[Sequence[Operand]],
+    def __init__(self, ex: _Execution, where: Where, ops: Sequence[Operand] | Sequence[Sequence[Operand]],
                  step: int, kernel: LoopKernel, targets: Mapping[int, Lx] | None = None) -> None:
         self.ex, self.where, self.step, self.kernel = ex, where, step, kernel
         self.batched = not isinstance(where, int)
@@ -160,6 +177,10 @@ class _LxMemory:
         else:
             self.ops = {o.pos: [o] for o in ops}  # type: ignore[union-attr]
         self.targets = targets or {}
+        #: a replayed step's memory keeps its windows and gather indices (the
+        #: tile and operands are the same every launch; masks may not be, so
+        #: masked gathers are recomputed)
+        self.memo: dict[Any, Any] | None = None
 
     def _core(self) -> int:
         return self.where if isinstance(self.where, int) else self.where[0]
@@ -168,7 +189,16 @@ class _LxMemory:
         return EmulatorError(kind, self.ex.p.name, self._core(), self.step, name, detail)
 
     def _window(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
-        """(strided view over ``shape``, its stamps) for an affine access of a window, or (None, None)."""
+        """(strided view over ``shape``, its LX view) for an affine access of a window, or (None, None)."""
+        if self.memo is None:
+            return self._find_window(ops, index, tile, shape)
+        key = ("window", index, tuple(shape), ops[0].lx, ops[0].base)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._find_window(ops, index, tile, shape)
+        return found
+
+    def _find_window(self, ops: list[Operand], index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
         aff = tile.affine(index)
         if aff is None or any(c < 0 for c in aff[1]):
             return None, None
@@ -194,6 +224,16 @@ class _LxMemory:
 
     def _gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
                     mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
+        if self.memo is None or mask is not None:
+            return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
+        key = ("gather", index, keep, tuple(shape), ops[0].lx, ops[0].base)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
+        return found
+
+    def _find_gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
+                         mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
         idx = tile.indices(index, keep=keep).expand(tuple(shape))
         if self.batched:
             bases = torch.tensor([o.base for o in ops], dtype=torch.int64).view(-1, *[1] * (len(shape) - 1))
@@ -335,14 +375,12 @@ class _Execution:
         self.dynamic_bytes: dict[tuple[int, int], int] = {}
         self.dyn_writes: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
         self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
-        #: deferred PE accumulation chains: (cores, accumulator) -> (A slices, B slices, add to acc)
-        self.pending: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor], bool]] = {}
         self.core_epoch: dict[int, int] = defaultdict(int)
         #: the steps executed so far, as replayable thunks (an unchecked recording launch)
         self.record: list[rp.Thunk] | None = None
 
     # ---------------------------------------------------------- LX bookkeeping
-    def check_written(self, where: int | tuple[int, int], lx: Lx, step: int, name: str,
+    def check_written(self, where: Where, lx: Lx, step: int, name: str,
                       mask: torch.Tensor | None) -> None:
         """Every byte of ``lx`` (where ``mask`` is set) was written in this launch."""
         if not self.checking or lx.numel == 0:
@@ -360,12 +398,12 @@ class _Execution:
             return
         held = int(st.amax()) == HELD
         bad = (~ok).nonzero()[0].tolist()
-        core = where if isinstance(where, int) else where[0] + bad[0]
+        core = core_range(where)[bad[0]] if not isinstance(where, int) else where
         raise EmulatorError("read of unwritten LX", self.p.name, core, step, name,
                             f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr}"
                             + (" holds another kernel's data" if held else " was never written in this launch"))
 
-    def mark(self, where: int | tuple[int, int], lx: Lx) -> None:
+    def mark(self, where: Where, lx: Lx) -> None:
         """Stamp ``lx``'s bytes as written now (it must not overwrite data held for a later kernel)."""
         if lx.numel == 0 or not self.checking:
             return
@@ -448,7 +486,7 @@ class _Execution:
         """Receives into the same LX view of consecutive cores: one copy (one
         stacked or broadcast source: a send to many peers is one tensor)."""
         data = [self._received(c, step, ins) for c, step, ins in group]  # type: ignore[arg-type]
-        where = (group[0][0], group[-1][0] + 1)
+        where = where_of([g[0] for g in group])
         dst = group[0][2].dst  # type: ignore[union-attr]
         rp.deliver(self.card.view(where, dst), dst.sizes, data)
         self.mark(where, dst)
@@ -468,8 +506,9 @@ class _Execution:
         ins = instrs[0]
         kernel = self.p.bodies[ins.body]
         if len(cores) > 1 and (kept is None or kept[0] != "single"):
-            where = (cores[0], cores[-1] + 1)
-            if kept is not None and kept[0] == "batched":
+            where = where_of(cores)
+            validated = kept is not None and kept[0] == "batched"
+            if validated:
                 mem, tile = kept[1]
                 mem.ex = self
             else:
@@ -479,8 +518,9 @@ class _Execution:
                 mem = _LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
                 tile = self._tile(ins, kernel, starts, ins.bind)
             try:
-                self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=instrs)
-                if kept is not None:
+                self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=None if validated else instrs)
+                if kept is not None and not validated:
+                    mem.memo = {}
                     kept[:] = ["batched", (mem, tile)]
                 return
             except _NotBatchable:
@@ -491,12 +531,14 @@ class _Execution:
             parts = [(core, step, v, _LxMemory(self, core, v.operands, step, kernel), self._tile(v, kernel, None, v.bind))
                      for core, step, v in zip(cores, steps, instrs)]
             if kept is not None:
+                for part in parts:
+                    part[3].memo = {}
                 kept[:] = ["single", parts]
         for core, step, v, mem, tile in parts:
             mem.ex = self
             self._run_vec(core, step, v, kernel, mem, tile)
 
-    def _run_vec(self, where: int | tuple[int, int], step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
+    def _run_vec(self, where: Where, step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
                  tile: Tile, batched: list[Vec] | None = None) -> None:
         if batched is not None:
             self._prevalidate(mem, kernel, tile)
@@ -571,69 +613,21 @@ class _Execution:
 
     def pe(self, cores: list[int], steps: list[int], instrs: list[Pe]) -> None:
         ins = instrs[0]
-        where: int | tuple[int, int] = cores[0] if len(cores) == 1 else (cores[0], cores[-1] + 1)
+        where = where_of(cores)
         for x in (ins.a, ins.b) + ((ins.acc,) if ins.accumulate else ()):
             self.check_written(where, x, steps[0], "pe operand", None)
-        # copies in fp32: a deferred chain must not alias LX that later steps overwrite
-        a = self.card.view(where, ins.a).to(torch.float32, copy=True)
-        b = self.card.view(where, ins.b).to(torch.float32, copy=True)
-        if not self.checking:
-            # Unchecked runs defer an accumulation chain: the K steps of one
-            # output tile become one matmul when the accumulator is next used
-            # (same products, summed in one call instead of one call per step).
-            key = (where, ins.acc)
-            chain = self.pending.get(key)
-            if not ins.accumulate:
-                self._flush_overlapping(where, [ins.acc])
-                self.pending[key] = ([a], [b], False)
-                return
-            if chain is not None:
-                chain[0].append(a)
-                chain[1].append(b)
-                return
-            self._flush_overlapping(where, [ins.acc])
-        acc = self.card.view(where, ins.acc)
-        prod = torch.matmul(a, b)
-        if ins.accumulate:
-            acc += prod
-        else:
-            acc.copy_(prod)
+        rp.matmul(self.card.view(where, ins.a), self.card.view(where, ins.b), self.card.view(where, ins.acc),
+                  ins.accumulate)
         self.mark(where, ins.acc)
-
-    def flush(self, key: tuple) -> None:
-        """Complete the deferred PE accumulation chain ``key`` (cores, accumulator)."""
-        where, acc_lx = key
-        aa, bb, accumulate = self.pending.pop(key)
-        prod = torch.matmul(torch.cat(aa, -1), torch.cat(bb, -2)) if len(aa) > 1 else torch.matmul(aa[0], bb[0])
-        acc = self.card.view(where, acc_lx)
-        if accumulate:
-            acc += prod
-        else:
-            acc.copy_(prod)
-
-    def _flush_overlapping(self, where: int | tuple[int, int], views: Sequence[Lx], record: bool = False) -> None:
-        """Complete deferred accumulations whose accumulator shares cores and LX bytes
-        with ``views`` (``record``: a step of its own in a recording launch)."""
-        if not self.pending:
-            return
-        c0, c1 = (where, where + 1) if isinstance(where, int) else where
-        ranges = [v.byte_range() for v in views]
-        for key in list(self.pending):
-            w, acc = key
-            k0, k1 = (w, w + 1) if isinstance(w, int) else w
-            if k0 >= c1 or c0 >= k1:
-                continue
-            lo, hi = acc.byte_range()
-            if any(a < hi and lo < b for a, b in ranges):
-                if record and self.record is not None:
-                    self.record.append(rp.flush(key))
-                self.flush(key)
 
     def _epoch_of(self, core: int) -> int:
         return self.core_epoch.get(core, 0)
 
     # ---------------------------------------------------------- the rounds
-    def run(self) -> None:
+    def _rounds(self, inbox: Any) -> Iterator[list[tuple[int, int, Instruction]]]:
+        """The round schedule: each round, every core whose next step can start;
+        yields its batches, which the caller must run (or account for: a ring
+        receive can start once ``(tag, core)`` is in ``inbox``) before resuming."""
         streams = {c.core: c.instrs for c in self.p.cores if c.instrs}
         pcs = {c: 0 for c in streams}
         members: dict[int, set[int]] = defaultdict(set)
@@ -646,7 +640,7 @@ class _Execution:
             runnable: list[tuple[int, int, Instruction]] = []
             for c, pc in pcs.items():
                 ins = streams[c][pc]
-                if isinstance(ins, RingRecv) and (ins.tag, c) not in self.mailbox:
+                if isinstance(ins, RingRecv) and (ins.tag, c) not in inbox:
                     continue
                 if isinstance(ins, Barrier):
                     waiting[ins.tag].add(c)
@@ -663,18 +657,40 @@ class _Execution:
                 raise EmulatorError("deadlock", self.p.name, next(iter(pcs)), pcs[next(iter(pcs))], "-",
                                     f"no core can proceed: {stuck}")
             for group in _batches(runnable):
-                self._execute(group)
+                yield group
                 for c, pc, _ in group:
                     pcs[c] = pc + 1
             for c in [c for c, pc in pcs.items() if pc >= len(streams[c])]:
                 del pcs[c]
-        for key in list(self.pending):
-            if self.record is not None:
-                self.record.append(rp.flush(key))
-            self.flush(key)
+
+    def run(self) -> None:
+        """Run the program round by round (a recording launch: in dependence levels)."""
+        if self.record is not None:
+            for group in self._levelled():
+                self._execute(group)
+        else:
+            for group in self._rounds(self.mailbox):
+                self._execute(group)
         self._check_mailbox()
         if self.checking:
             self._dynamic_races()
+
+    def _levelled(self) -> list[list[tuple[int, int, Instruction]]]:
+        """The program's steps regrouped by dependence level (see :mod:`.regroup`),
+        from the round order, which the program's own synchronisation makes valid."""
+        order: list[tuple[int, int, Instruction]] = []
+        inbox: set[tuple[int, int]] = set()
+        for group in self._rounds(inbox):
+            for c, _, ins in group:
+                if isinstance(ins, RingSend):
+                    inbox.update((ins.tag, peer) for peer in ins.peers)
+                elif isinstance(ins, RingRecv):
+                    inbox.discard((ins.tag, c))
+            order.extend(group)
+        self.core_epoch.clear()
+        numels = {k: v.numel() for k, v in self.buffers.items()}
+        lvls = regroup.levels(order, self.p.bodies, self.m, numels, regroup.aliasing(self.buffers))
+        return regroup.regroup(order, lvls, _signature)
 
     def replay(self, thunks: Sequence[rp.Thunk]) -> None:
         """Run a recorded launch's steps in their order (unchecked launches only)."""
@@ -689,11 +705,6 @@ class _Execution:
                                 f"#{tag} sent to core {peer}, never received")
 
     def _execute(self, group: list[tuple[int, int, Instruction]]) -> None:
-        if self.pending:
-            for core, _, x in group:
-                if not (isinstance(x, Pe) and x.accumulate):
-                    reads, writes = lx_accesses(x, self.p.bodies)
-                    self._flush_overlapping(core, reads + writes, record=True)
         if self.record is None:
             self._dispatch(group)
             return
@@ -705,6 +716,8 @@ class _Execution:
         """The group as a replayable step, its LX views resolved now."""
         c, _, ins = group[0]
         view = self.card.view
+        if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) and _even_spacing(group) is None:
+            return rp.sequence([self._thunk([g]) for g in group])
         if len(group) == 1:
             if isinstance(ins, DmaLoad):
                 return rp.load(view(c, ins.dst), ins.src)
@@ -714,10 +727,19 @@ class _Execution:
                 return rp.send(view(c, ins.src), ins.tag, ins.peers)
             if isinstance(ins, RingRecv):
                 return rp.recv(view(c, ins.dst), (ins.tag, c))
+        if isinstance(ins, Pe):
+            where = where_of([g[0] for g in group])
+            return rp.pe(view(where, ins.a), view(where, ins.b), view(where, ins.acc), ins.accumulate)
         elif isinstance(ins, DmaLoad) and (delta := _even_spacing(group)) is not None:
-            return rp.batched_load(view((c, group[-1][0] + 1), ins.dst), ins.src, len(group), delta)
+            return rp.batched_load(view(where_of([g[0] for g in group]), ins.dst), ins.src, len(group), delta)
+        elif isinstance(ins, DmaStore) and (delta := _even_spacing(group)) is not None:
+            return rp.batched_store(view(where_of([g[0] for g in group]), ins.src), ins.dst, len(group), delta,
+                                    ins.accumulate)
+        elif isinstance(ins, RingSend):
+            return rp.batched_send(view(where_of([g[0] for g in group]), ins.src),
+                                   [(g[2].tag, g[2].peers) for g in group])  # type: ignore[union-attr]
         elif isinstance(ins, RingRecv):
-            return rp.batched_recv(view((c, group[-1][0] + 1), ins.dst), ins.dst.sizes,
+            return rp.batched_recv(view(where_of([g[0] for g in group]), ins.dst), ins.dst.sizes,
                                    [(g[2].tag, g[0]) for g in group])  # type: ignore[union-attr]
         if isinstance(ins, Vec):
             cores, steps, instrs = [g[0] for g in group], [g[1] for g in group], [g[2] for g in group]
@@ -731,7 +753,7 @@ class _Execution:
             self.vec([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
         elif isinstance(ins, Pe):
             self.pe([g[0] for g in group], [g[1] for g in group], [g[2] for g in group])  # type: ignore[misc]
-        elif isinstance(ins, DmaLoad) and len(group) > 1 and self._batched_load(group):
+        elif isinstance(ins, (DmaLoad, DmaStore)) and len(group) > 1 and self._batched_dma(group):
             pass
         elif isinstance(ins, RingRecv) and len(group) > 1:
             self._batched_recv(group)
@@ -739,16 +761,23 @@ class _Execution:
             for c, step, ins in group:
                 self._one(c, step, ins)
 
-    def _batched_load(self, group: list[tuple[int, int, Instruction]]) -> bool:
-        """Loads of equal shape into the same LX view of consecutive cores, from
-        regions spaced evenly: one strided copy."""
+    def _batched_dma(self, group: list[tuple[int, int, Instruction]]) -> bool:
+        """Loads (stores) of equal shape into (from) the same LX view of a core
+        range, to (from) regions spaced evenly: one strided copy."""
         delta = _even_spacing(group)
         if delta is None:
             return False
-        first: DmaLoad = group[0][2]  # type: ignore[assignment]
-        where = (group[0][0], group[-1][0] + 1)
-        put(self.card.view(where, first.dst), rp.region(self.buffers, first.src, len(group), delta))
-        self.mark(where, first.dst)
+        first = group[0][2]
+        where = where_of([g[0] for g in group])
+        dram = rp.region(self.buffers, first.src if isinstance(first, DmaLoad) else first.dst, len(group), delta)
+        if isinstance(first, DmaLoad):
+            put(self.card.view(where, first.dst), dram)
+            self.mark(where, first.dst)
+        else:
+            assert isinstance(first, DmaStore)
+            for c, step, ins in group:
+                self.check_written(c, ins.src, step, ins.dst.buffer, None)  # type: ignore[union-attr]
+            rp.write_dram(dram, self.card.view(where, first.src), first.accumulate)
         return True
 
     def _one(self, core: int, step: int, ins: Instruction) -> None:
@@ -771,13 +800,27 @@ class _Execution:
 
 
 def _even_spacing(group: list[tuple[int, int, Instruction]]) -> int | None:
-    """The offset step between a load group's source regions when they are spaced
-    evenly (one strided copy loads them all), else None."""
-    loads: list[DmaLoad] = [g[2] for g in group]  # type: ignore[misc]
-    delta = loads[1].src.offset - loads[0].src.offset
-    if delta < 0 or any(ld.src.offset != loads[0].src.offset + k * delta for k, ld in enumerate(loads)):
+    """The offset step between a DMA group's DRAM regions when they are spaced
+    evenly (one strided copy moves them all), else None. Stores must also not
+    overlap: their stacked view must address each element once."""
+    regions: list[Region] = [g[2].src if isinstance(g[2], DmaLoad) else g[2].dst for g in group]  # type: ignore[union-attr]
+    delta = regions[1].offset - regions[0].offset
+    if delta < 0 or any(r.offset != regions[0].offset + k * delta for k, r in enumerate(regions)):
+        return None
+    if isinstance(group[0][2], DmaStore) and not _disjoint((len(group), *regions[0].sizes), (delta, *regions[0].strides)):
         return None
     return delta
+
+
+def _disjoint(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a strided view addresses no element twice (sufficient test: each
+    stride, smallest first, clears the extent of the dims inside it)."""
+    extent = 0
+    for n, st in sorted(((n, st) for n, st in zip(sizes, strides) if n > 1), key=lambda t: t[1]):
+        if st <= extent:
+            return False
+        extent += st * (n - 1)
+    return True
 
 
 def _signature(ins: Instruction) -> Any:
@@ -790,6 +833,10 @@ def _signature(ins: Instruction) -> Any:
         return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, ins.dst)
     if isinstance(ins, RingRecv):
         return ("recv", ins.dst)
+    if isinstance(ins, RingSend):
+        return ("send", ins.src)
+    if isinstance(ins, DmaStore):
+        return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, ins.src, ins.accumulate)
     return None
 
 
@@ -828,12 +875,13 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
                                 f"expects {r.buffer}[{r.lo}:{r.hi}] held in LX at {r.addr}; no earlier kernel left it")
         st.fill_(epoch)
     ex = _Execution(p, card, bufs, sizes or {}, checking)
-    if replay is not None and not checking and replay.ready(card):
+    aliased = regroup.aliasing(bufs) if replay is not None and not checking else frozenset()
+    if replay is not None and not checking and replay.ready(card, aliased):
         ex.replay(replay.thunks or ())
     elif replay is not None and not checking:
         ex.record = []
         ex.run()
-        replay.card, replay.thunks = card, ex.record
+        replay.card, replay.thunks, replay.aliased = card, ex.record, aliased
     else:
         ex.run()
     for r in p.lx_out:

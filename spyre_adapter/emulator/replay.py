@@ -22,7 +22,7 @@ import torch
 
 from ..model.program import Region
 
-__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "send", "recv", "batched_recv", "flush"]
+__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence"]
 
 #: One recorded step: run on a launch (the executor's state for one execution).
 Thunk = Callable[[Any], None]
@@ -35,10 +35,12 @@ class Replay:
 
     card: Any = None
     thunks: list[Thunk] | None = None
+    #: buffers that shared storage in the recorded launch (the steps' order relies on it)
+    aliased: frozenset[str] = frozenset()
 
-    def ready(self, card: Any) -> bool:
-        """Whether a recording exists for ``card``."""
-        return self.thunks is not None and self.card is card
+    def ready(self, card: Any, aliased: frozenset[str] = frozenset()) -> bool:
+        """Whether a recording exists for ``card`` and this launch's buffer aliasing."""
+        return self.thunks is not None and self.card is card and self.aliased == aliased
 
 
 def put(out: torch.Tensor, value: torch.Tensor) -> None:
@@ -94,6 +96,23 @@ def store(src: torch.Tensor, r: Region, accumulate: bool) -> Thunk:
     return step
 
 
+def batched_store(src: torch.Tensor, r: Region, cores: int, delta: int, accumulate: bool) -> Thunk:
+    """Equal stores of a core range to disjoint regions ``delta`` elements apart: one copy."""
+    def step(ex: Any) -> None:
+        write_dram(region(ex.buffers, r, cores, delta), src, accumulate)
+    return step
+
+
+def batched_send(src: torch.Tensor, messages: Sequence[tuple[int, Sequence[int]]]) -> Thunk:
+    """Sends of one LX view by a core range (``src`` stacks them): one snapshot,
+    core ``i``'s slice to its ``messages[i]`` (tag, peers)."""
+    def step(ex: Any) -> None:
+        for data, (tag, peers) in zip(src.clone().unbind(0), messages):
+            for peer in peers:
+                ex.mailbox[(tag, peer)] = data
+    return step
+
+
 def send(src: torch.Tensor, tag: int, peers: Sequence[int]) -> Thunk:
     """Put a snapshot of ``src`` in each peer's mailbox under ``tag``."""
     def step(ex: Any) -> None:
@@ -117,8 +136,25 @@ def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple
     return step
 
 
-def flush(key: tuple) -> Thunk:
-    """Complete a deferred PE accumulation chain where the recording completed it."""
+def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> None:
+    """A PE step on LX views: ``acc (+)= a @ b``, products and sums in fp32."""
+    prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+    if accumulate:
+        acc += prod
+    else:
+        acc.copy_(prod)
+
+
+def pe(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> Thunk:
+    """A PE step (of one core or a stacked core range) on resolved LX views."""
     def step(ex: Any) -> None:
-        ex.flush(key)
+        matmul(a, b, acc, accumulate)
+    return step
+
+
+def sequence(steps: Sequence[Thunk]) -> Thunk:
+    """Steps run one after the other (a group with no batched form)."""
+    def step(ex: Any) -> None:
+        for one in steps:
+            one(ex)
     return step

@@ -1,0 +1,145 @@
+"""Replayed launches run a program's steps in dependence levels, batched across
+cores: the levels must order every conflicting pair of steps, and the batched
+replay must compute what the program computes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support import kernels as K
+from spyre_adapter.backend import plan
+from spyre_adapter.emulator import executor, regroup
+from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.program import DmaLoad, DmaStore, Lx, Region, RingRecv, RingSend
+from spyre_shims.reference import run_kernel
+
+X = Lx.dense(0, "float32", (32,))
+Y = Lx.dense(4096, "float32", (32,))
+
+
+def _load(buffer: str, offset: int, dst: Lx = X) -> DmaLoad:
+    return DmaLoad(Region(buffer, offset, (32,), (1,)), dst)
+
+
+def _store(buffer: str, offset: int, src: Lx = X) -> DmaStore:
+    return DmaStore(src, Region(buffer, offset, (32,), (1,)), False)
+
+
+def _levels(items, aliased=frozenset()):
+    return regroup.levels(items, (), DEFAULT, {"a": 4096, "b": 4096}, aliased)
+
+
+def test_levels_order_conflicting_steps_and_share_independent_ones() -> None:
+    items = [
+        (0, 0, _load("a", 0)),          # 1
+        (1, 0, _load("a", 32)),         # 1: another core's LX
+        (0, 1, _store("b", 0)),         # 2: reads what step 0 wrote
+        (0, 2, _load("a", 64)),         # 3: overwrites what the store read
+        (0, 3, _load("a", 96, Y)),      # 1: other LX bytes, nothing before touches them
+        (1, 1, _load("b", 0, Y)),       # 3: reads DRAM the core-0 store wrote
+        (1, 2, _store("b", 64, Y)),     # 4: its LX source was just loaded; DRAM elsewhere
+    ]
+    assert _levels(items) == [1, 1, 2, 3, 1, 3, 4]
+
+
+def test_a_receive_follows_its_send_and_a_reused_tag_follows_the_receive() -> None:
+    items = [
+        (0, 0, _load("a", 0)),
+        (0, 1, RingSend((1,), X, 7)),
+        (1, 0, RingRecv(0, Y, 7)),
+        (2, 0, _load("a", 0, Y)),
+        (2, 1, RingSend((1,), Y, 7)),   # same (tag, receiver): after the first receive
+        (1, 1, RingRecv(2, X, 7)),
+    ]
+    assert _levels(items) == [1, 2, 3, 1, 4, 5]
+
+
+def test_buffers_sharing_storage_count_as_one_buffer() -> None:
+    items = [(0, 0, _store("a", 0)), (1, 0, _load("b", 512, Y))]
+    assert _levels(items) == [1, 1]
+    assert _levels(items, frozenset({"a", "b"})) == [1, 2]
+    shared = torch.zeros(64)
+    assert regroup.aliasing({"a": shared[:32], "b": shared[32:], "c": torch.zeros(3)}) == {"a", "b"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 9)), min_size=1, max_size=3), st.integers(0, 5))
+def test_a_view_called_disjoint_addresses_no_element_twice(dims, lead) -> None:
+    sizes = tuple(n for n, _ in dims) + (lead,)
+    strides = tuple(s for _, s in dims) + (3,)
+    addrs = [sum(i * s for i, s in zip(ix, strides)) for ix in itertools.product(*(range(n) for n in sizes))]
+    if executor._disjoint(sizes, strides):
+        assert len(addrs) == len(set(addrs))
+
+
+def test_progressions_batch_evenly_stepped_cores() -> None:
+    ins = _load("a", 0)
+    items = [(c, 0, ins) for c in (1, 3, 5, 7, 8, 9)] + [(3, 1, ins)]
+    runs = regroup._progressions(sorted(items, key=lambda t: t[0]))
+    assert [[c for c, _, _ in r] for r in runs] == [[1, 3, 5, 7], [8, 9], [3]]
+
+
+def _ring_matmul(dtype: str = "float32"):
+    kernel = K.mm(128, 1408, 512, dtype)
+    p = plan(kernel, DEFAULT, {})
+    assert sum(isinstance(i, RingRecv) for c in p.cores for i in c.instrs) > 32
+    return kernel, p
+
+
+def test_replay_batches_the_ring_sharing_matmul_across_strided_core_sets() -> None:
+    """Neighbouring cores of this plan keep their tiles at different LX addresses
+    (core parity), so the round schedule batches little; the levelled replay
+    batches every fourth core's identical step."""
+    kernel, p = _ring_matmul()
+    steps = sum(len(c.instrs) for c in p.cores)
+    card, replay = Card(DEFAULT), Replay()
+    for seed, checking in ((0, True), (1, False), (2, False)):
+        got = K.buffers(kernel, seed)
+        want = {k: v.clone() for k, v in got.items()}
+        run_kernel(kernel, want)
+        execute(p, got, card, checking=checking, replay=None if checking else replay)
+        K.assert_same(got, want, K.outputs(kernel))
+    assert len(replay.thunks) < steps / 4
+
+
+def test_levels_that_ignore_dependences_break_the_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The levels are what keeps the replay right: every step put at one level
+    (dependences ignored) makes the program read data before it arrives."""
+    kernel, p = _ring_matmul()
+    monkeypatch.setattr(regroup, "levels", lambda items, *a, **k: [1] * len(items))
+    card, replay = Card(DEFAULT), Replay()
+    got = K.buffers(kernel, 0)
+    execute(p, got, card)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want)
+    got = K.buffers(kernel, 1)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want)
+    try:
+        execute(p, got, card, checking=False, replay=replay)
+    except KeyError:
+        return  # a receive ran before its send
+    assert not torch.allclose(got["c"], want["c"], atol=1e-2)
+
+
+def test_a_launch_whose_buffers_alias_differently_records_again() -> None:
+    """In-place ``c = a + b`` into ``a``'s storage: the recording made with
+    separate buffers is not replayed; a new one orders the shared storage."""
+    kernel = K.add(4096, 512, "float32")
+    p = plan(kernel, DEFAULT, {})
+    card, replay = Card(DEFAULT), Replay()
+    execute(p, K.buffers(kernel, 0), card)
+    execute(p, K.buffers(kernel, 1), card, checking=False, replay=replay)
+    first = replay.thunks
+    bufs = K.buffers(kernel, 2)
+    want = bufs["a"] + bufs["b"]
+    bufs["c"] = bufs["a"]
+    execute(p, bufs, card, checking=False, replay=replay)
+    assert replay.thunks is not first and replay.aliased == {"a", "c"}
+    torch.testing.assert_close(bufs["a"], want)
