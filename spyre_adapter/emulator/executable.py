@@ -44,19 +44,20 @@ def _threads_wanted() -> int:
 
 
 @contextlib.contextmanager
-def _emulator_threads() -> Iterator[None]:
+def _emulator_threads() -> Iterator[int]:
     """Run a program's steps with ``SPYRE_EMULATOR_THREADS`` intra-op threads
-    (default 1). Each step is one small tensor operation per tile: splitting it
-    over threads costs more than it saves, and when another process holds a core
-    the threads' barriers stall (measured: a 1024-wide decoder block ran 5x
-    slower with 2 threads on a loaded 2-core machine)."""
+    (default 1); yields the process's own count, which large PE steps use. Most
+    steps are small tensor operations: splitting them over threads costs more
+    than it saves, and when another process holds a core the threads' barriers
+    stall (measured: a 1024-wide decoder block ran 5x slower with 2 threads on a
+    loaded 2-core machine). A PE step batched over 32 cores is a real matmul."""
     want, had = _threads_wanted(), torch.get_num_threads()
     if want == had:
-        yield
+        yield had
         return
     torch.set_num_threads(want)
     try:
-        yield
+        yield had
     finally:
         torch.set_num_threads(had)
 
@@ -119,8 +120,9 @@ class Executable:
         first = not d.checked
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
         expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
-        with _emulator_threads():
-            stats = execute(p, buffers, self.card, sizes, checking=first, replay=None if first else d.replay)
+        with _emulator_threads() as threads:
+            stats = execute(p, buffers, self.card, sizes, checking=first, replay=None if first else d.replay,
+                            pe_threads=threads)
         if d.compulsory is None:  # traced on the launch's data (indices included), once per program
             d.compulsory = self.compulsory(p, buffers, sizes)
         if expected is not None:

@@ -378,6 +378,7 @@ class _Execution:
         self.core_epoch: dict[int, int] = defaultdict(int)
         #: the steps executed so far, as replayable thunks (an unchecked recording launch)
         self.record: list[rp.Thunk] | None = None
+        self.pe_threads = 1
 
     # ---------------------------------------------------------- LX bookkeeping
     def check_written(self, where: Where, lx: Lx, step: int, name: str,
@@ -617,7 +618,7 @@ class _Execution:
         for x in (ins.a, ins.b) + ((ins.acc,) if ins.accumulate else ()):
             self.check_written(where, x, steps[0], "pe operand", None)
         rp.matmul(self.card.view(where, ins.a), self.card.view(where, ins.b), self.card.view(where, ins.acc),
-                  ins.accumulate)
+                  ins.accumulate, self.pe_threads)
         self.mark(where, ins.acc)
 
     def _epoch_of(self, core: int) -> int:
@@ -854,10 +855,11 @@ def _batches(runnable: list[tuple[int, int, Instruction]]) -> list[list[tuple[in
 
 def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
             sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True,
-            replay: Replay | None = None) -> RunStats:
+            replay: Replay | None = None, pe_threads: int = 1) -> RunStats:
     """Run ``p`` on ``card`` over the flat DRAM ``buffers`` (kernel arguments by
     name; the program's workspace is allocated here). ``checking`` off skips the
-    LX stamp checks (a program already run once with them); an unchecked launch
+    LX stamp checks (a program already run once with them); ``pe_threads``: the
+    intra-op threads of large PE steps (see :func:`.replay.matmul`); an unchecked launch
     given ``replay`` records its steps there, or replays them once recorded."""
     bufs = dict(buffers)
     for name, dt, numel in p.workspace:
@@ -875,6 +877,7 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
                                 f"expects {r.buffer}[{r.lo}:{r.hi}] held in LX at {r.addr}; no earlier kernel left it")
         st.fill_(epoch)
     ex = _Execution(p, card, bufs, sizes or {}, checking)
+    ex.pe_threads = pe_threads
     aliased = regroup.aliasing(bufs) if replay is not None and not checking else frozenset()
     if replay is not None and not checking and replay.ready(card, aliased):
         ex.replay(replay.thunks or ())

@@ -136,9 +136,22 @@ def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple
     return step
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> None:
-    """A PE step on LX views: ``acc (+)= a @ b``, products and sums in fp32."""
-    prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+#: Multiply-adds from which a PE step runs on ``threads`` intra-op threads.
+THREADED_MACS = 1 << 22
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool, threads: int = 1) -> None:
+    """A PE step on LX views: ``acc (+)= a @ b``, products and sums in fp32; a
+    large one (a step batched over many cores) on ``threads`` threads."""
+    if threads > 1 and a.numel() * b.shape[-1] >= THREADED_MACS:
+        had = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+        finally:
+            torch.set_num_threads(had)
+    else:
+        prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
     if accumulate:
         acc += prod
     else:
@@ -148,7 +161,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool
 def pe(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> Thunk:
     """A PE step (of one core or a stacked core range) on resolved LX views."""
     def step(ex: Any) -> None:
-        matmul(a, b, acc, accumulate)
+        matmul(a, b, acc, accumulate, ex.pe_threads)
     return step
 
 
