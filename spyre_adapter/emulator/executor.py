@@ -379,6 +379,8 @@ class _Execution:
         #: the steps executed so far, as replayable thunks (an unchecked recording launch)
         self.record: list[rp.Thunk] | None = None
         self.pe_threads = 1
+        #: ring messages a recording launch copies from the sender's LX: (tag, receiver) -> (sender, view)
+        self.direct: dict[tuple[int, int], tuple[int, Lx]] = {}
 
     # ---------------------------------------------------------- LX bookkeeping
     def check_written(self, where: Where, lx: Lx, step: int, name: str,
@@ -690,8 +692,14 @@ class _Execution:
             order.extend(group)
         self.core_epoch.clear()
         numels = {k: v.numel() for k, v in self.buffers.items()}
-        lvls = regroup.levels(order, self.p.bodies, self.m, numels, regroup.aliasing(self.buffers))
-        return regroup.regroup(order, lvls, _signature)
+        lvls = regroup.levels(order, self.p.bodies, self.m, numels, regroup.aliasing(self.buffers), self.direct)
+
+        def signature(item: tuple[int, int, Instruction]) -> Any:
+            c, _, ins = item
+            src = self.direct.get((ins.tag, c)) if isinstance(ins, RingRecv) else None
+            return ("direct", ins.dst, src[1]) if src else _signature(ins)
+
+        return regroup.regroup(order, lvls, signature)
 
     def replay(self, thunks: Sequence[rp.Thunk]) -> None:
         """Run a recorded launch's steps in their order (unchecked launches only)."""
@@ -710,13 +718,26 @@ class _Execution:
             self._dispatch(group)
             return
         step = self._thunk(group)
-        self.record.append(step)
-        step(self)
+        if step is not None:
+            self.record.append(step)
+            step(self)
 
-    def _thunk(self, group: list[tuple[int, int, Instruction]]) -> rp.Thunk:
-        """The group as a replayable step, its LX views resolved now."""
+    def _thunk(self, group: list[tuple[int, int, Instruction]]) -> rp.Thunk | None:
+        """The group as a replayable step, its LX views resolved now (None: nothing
+        to do, a send whose every message is copied by its receiver)."""
         c, _, ins = group[0]
         view = self.card.view
+        if isinstance(ins, RingRecv) and (ins.tag, c) in self.direct:
+            src = self.direct[(ins.tag, c)][1]
+            pairs = [(g[0], self.direct[(g[2].tag, g[0])][0]) for g in group]  # type: ignore[attr-defined]
+            runs = [rp.copy(view(where_of([r for r, _ in run]), ins.dst), self._senders([s for _, s in run], src))
+                    for run in _even_pairs(pairs)]
+            return runs[0] if len(runs) == 1 else rp.sequence(runs)
+        if isinstance(ins, RingSend):
+            group = [(g[0], g[1], dataclasses.replace(g[2], peers=tuple(  # type: ignore[call-arg, attr-defined]
+                p for p in g[2].peers if (g[2].tag, p) not in self.direct))) for g in group]  # type: ignore[attr-defined]
+            if not any(g[2].peers for g in group):  # type: ignore[attr-defined]
+                return None
         if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) and _even_spacing(group) is None:
             return rp.sequence([self._thunk([g]) for g in group])
         if len(group) == 1:
@@ -747,6 +768,13 @@ class _Execution:
             kept: list[Any] = [None, None]
             return lambda ex: ex.vec(cores, steps, instrs, kept)
         return lambda ex: ex._dispatch(group)
+
+    def _senders(self, cores: list[int], src: Lx) -> torch.Tensor:
+        """``src`` on sender cores stepping evenly upward (one sender to many: expanded)."""
+        if len(cores) > 1 and cores[0] == cores[1]:
+            one = self.card.view(cores[0], src)
+            return one.expand((len(cores), *one.shape))
+        return self.card.view(where_of(cores), src)
 
     def _dispatch(self, group: list[tuple[int, int, Instruction]]) -> None:
         c, step, ins = group[0]
@@ -811,6 +839,20 @@ def _even_spacing(group: list[tuple[int, int, Instruction]]) -> int | None:
     if isinstance(group[0][2], DmaStore) and not _disjoint((len(group), *regions[0].sizes), (delta, *regions[0].strides)):
         return None
     return delta
+
+
+def _even_pairs(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Split (receiver, sender) pairs, receivers ascending, into runs where both
+    cores step evenly (each run: one copy between strided core views)."""
+    runs: list[list[tuple[int, int]]] = []
+    for pair in pairs:
+        run = runs[-1] if runs else None
+        if run and pair[1] >= run[-1][1] and (len(run) == 1 or (pair[0] - run[-1][0] == run[1][0] - run[0][0]
+                                                                 and pair[1] - run[-1][1] == run[1][1] - run[0][1])):
+            run.append(pair)
+        else:
+            runs.append([pair])
+    return runs
 
 
 def _disjoint(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:

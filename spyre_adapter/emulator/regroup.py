@@ -28,7 +28,7 @@ import torch
 from spyre_shims.kernel_ir import LoopKernel
 
 from ..machine import Machine
-from ..model.program import Barrier, Instruction, Region, RingRecv, RingSend, dram_accesses, lx_accesses
+from ..model.program import Barrier, Instruction, Lx, Region, RingRecv, RingSend, dram_accesses, lx_accesses
 
 __all__ = ["Item", "LX_BLOCK", "DRAM_BLOCKS", "aliasing", "levels", "regroup"]
 
@@ -74,12 +74,19 @@ class _Blocks:
 
 
 def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
-           numels: Mapping[str, int], aliased: frozenset[str] = frozenset()) -> list[int]:
-    """The dependence level (from 1) of each item of ``items``, a valid execution order."""
+           numels: Mapping[str, int], aliased: frozenset[str] = frozenset(),
+           direct: dict[tuple[int, int], tuple[int, Lx]] | None = None) -> list[int]:
+    """The dependence level (from 1) of each item of ``items``, a valid execution order.
+
+    With ``direct``, ring messages whose source bytes the sender does not
+    overwrite before the receive are entered there, (tag, receiver) ->
+    (sender, source view): such a receive can copy from the sender's LX (no
+    snapshot), and the sender's later writes to those bytes wait for it."""
     lx = _Blocks(m.cores, m.lx_bytes // LX_BLOCK + 1, LX_BLOCK)
     dram: dict[str, _Blocks] = {}
     sent: dict[tuple[int, int], int] = {}
     taken: dict[tuple[int, int], int] = {}
+    sources: dict[tuple[int, int], tuple[int, Lx, slice, int]] = {}
 
     def dram_of(ref: Region | str) -> tuple[_Blocks, slice]:
         name = ref if isinstance(ref, str) else ref.buffer
@@ -111,28 +118,36 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
         for space, row, s, w in acc:
             lvl = max(lvl, space.after(row, s, w))
         if isinstance(ins, RingRecv):
-            lvl = max(lvl, sent[(ins.tag, core)] + 1)
-            taken[(ins.tag, core)] = lvl
+            key = (ins.tag, core)
+            lvl = max(lvl, sent[key] + 1)
+            taken[key] = lvl
+            sender, src, span, at = sources.pop(key)
+            # a write after the send would carry a level above the send's
+            if direct is not None and int(lx.written[sender, span].max()) < at:
+                direct[key] = (sender, src)
+                acc.append((lx, sender, span, False))
         elif isinstance(ins, RingSend):
             for peer in ins.peers:
                 lvl = max(lvl, taken.get((ins.tag, peer), 0) + 1)
         for space, row, s, w in acc:
             space.touch(row, s, w, lvl)
         if isinstance(ins, RingSend):
+            span = lx.span(*ins.src.byte_range())
             for peer in ins.peers:
                 sent[(ins.tag, peer)] = lvl
+                sources[(ins.tag, peer)] = (core, ins.src, span, lvl)
         out.append(lvl)
     return out
 
 
-def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Instruction], Hashable | None]) -> list[list[Item]]:
+def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Item], Hashable | None]) -> list[list[Item]]:
     """``items`` in level order, batched: per level and signature, runs of
     consecutive cores become one group (an unbatchable step stays alone)."""
     by_level: dict[int, dict[Any, list[Item]]] = defaultdict(dict)
     for n, (item, lvl) in enumerate(zip(items, lvls)):
         if isinstance(item[2], Barrier):
             continue
-        sig = signature(item[2])
+        sig = signature(item)
         key = ("one", n) if sig is None else sig
         by_level[lvl].setdefault(key, []).append(item)
     groups: list[list[Item]] = []

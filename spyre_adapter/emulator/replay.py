@@ -22,7 +22,7 @@ import torch
 
 from ..model.program import Region
 
-__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence"]
+__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence", "copy"]
 
 #: One recorded step: run on a launch (the executor's state for one execution).
 Thunk = Callable[[Any], None]
@@ -170,4 +170,12 @@ def sequence(steps: Sequence[Thunk]) -> Thunk:
     def step(ex: Any) -> None:
         for one in steps:
             one(ex)
+    return step
+
+
+def copy(dst: torch.Tensor, src: torch.Tensor) -> Thunk:
+    """A ring message the receiver copies straight from the sender's LX view
+    (the sender does not overwrite it before the receive)."""
+    def step(ex: Any) -> None:
+        put(dst, src)
     return step

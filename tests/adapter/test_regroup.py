@@ -60,6 +60,25 @@ def test_a_receive_follows_its_send_and_a_reused_tag_follows_the_receive() -> No
     assert _levels(items) == [1, 2, 3, 1, 4, 5]
 
 
+def test_a_receive_copies_from_the_sender_when_the_source_outlives_it() -> None:
+    send = (0, 1, RingSend((1,), X, 7))
+    direct: dict = {}
+    # the sender's next load into X waits for the receive that reads X
+    lv = regroup.levels([(0, 0, _load("a", 0)), send, (1, 0, RingRecv(0, Y, 7)), (0, 2, _load("a", 32))],
+                        (), DEFAULT, {"a": 4096}, direct=direct)
+    assert lv == [1, 2, 3, 4] and direct == {(7, 1): (0, X)}
+    # overwritten before the receive (in the recorded order): the snapshot is needed
+    direct = {}
+    lv = regroup.levels([(0, 0, _load("a", 0)), send, (0, 2, _load("a", 32)), (1, 0, RingRecv(0, Y, 7))],
+                        (), DEFAULT, {"a": 4096}, direct=direct)
+    assert lv == [1, 2, 3, 3] and direct == {}
+
+
+def test_direct_copies_split_where_receivers_or_senders_stop_stepping_evenly() -> None:
+    pairs = [(0, 4), (1, 5), (2, 6), (3, 3), (4, 3), (5, 3), (6, 0)]
+    assert executor._even_pairs(pairs) == [[(0, 4), (1, 5), (2, 6)], [(3, 3), (4, 3), (5, 3)], [(6, 0)]]
+
+
 def test_buffers_sharing_storage_count_as_one_buffer() -> None:
     items = [(0, 0, _store("a", 0)), (1, 0, _load("b", 512, Y))]
     assert _levels(items) == [1, 1]
