@@ -90,6 +90,13 @@ class Card:
             v = self._views[key] = _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
         return v
 
+    def grid_view(self, first: int, strides: tuple[int, int], shape: tuple[int, int], lx: Lx) -> torch.Tensor:
+        """``lx`` on a 2-D grid of cores ``first + i * strides[0] + j * strides[1]``."""
+        t = self.typed(torch_dtype(lx.dtype))
+        width = t.shape[1]
+        return t.as_strided((*shape, *lx.sizes), (strides[0] * width, strides[1] * width, *lx.strides),
+                            t.storage_offset() + first * width + lx.addr // t.element_size())
+
     def stamps(self, core: Where, lx: Lx) -> torch.Tensor:
         """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
         dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
@@ -730,6 +737,10 @@ class _Execution:
         if isinstance(ins, RingRecv) and (ins.tag, c) in self.direct:
             src = self.direct[(ins.tag, c)][1]
             pairs = [(g[0], self.direct[(g[2].tag, g[0])][0]) for g in group]  # type: ignore[attr-defined]
+            grid = _core_grid(pairs)
+            if grid is not None:
+                shape, (r0, rs), (s0, ss) = grid
+                return rp.copy(self.card.grid_view(r0, rs, shape, ins.dst), self.card.grid_view(s0, ss, shape, src))
             runs = [rp.copy(view(where_of([r for r, _ in run]), ins.dst), self._senders([s for _, s in run], src))
                     for run in _even_pairs(pairs)]
             return runs[0] if len(runs) == 1 else rp.sequence(runs)
@@ -839,6 +850,31 @@ def _even_spacing(group: list[tuple[int, int, Instruction]]) -> int | None:
     if isinstance(group[0][2], DmaStore) and not _disjoint((len(group), *regions[0].sizes), (delta, *regions[0].strides)):
         return None
     return delta
+
+
+def _core_grid(pairs: list[tuple[int, int]]) -> tuple[tuple[int, int], tuple[int, tuple[int, int]],
+                                                      tuple[int, tuple[int, int]]] | None:
+    """(shape, (first receiver, core strides), (first sender, core strides)) when
+    the pairs, in order, fill a 2-D grid on which receivers and senders are
+    affine (e.g. receivers 4..31 from senders 0..3 repeating: shape (7, 4),
+    strides (4, 1) and (0, 1)); else None. Receivers distinct, strides >= 0."""
+    n = len(pairs)
+    if n < 2 or len({r for r, _ in pairs}) != n:
+        return None
+    for cols in (d for d in range(n, 1, -1) if n % d == 0):
+        rows = n // cols
+        strides = []
+        for side in (0, 1):
+            first = pairs[0][side]
+            inner = pairs[1][side] - first
+            outer = pairs[cols][side] - first if rows > 1 else 0
+            strides.append((outer, inner))
+        if min(min(s) for s in strides) < 0:
+            continue
+        if all(pairs[k][side] == pairs[0][side] + (k // cols) * strides[side][0] + (k % cols) * strides[side][1]
+               for k in range(n) for side in (0, 1)):
+            return (rows, cols), (pairs[0][0], strides[0]), (pairs[0][1], strides[1])
+    return None
 
 
 def _even_pairs(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:

@@ -79,6 +79,17 @@ def test_direct_copies_split_where_receivers_or_senders_stop_stepping_evenly() -
     assert executor._even_pairs(pairs) == [[(0, 4), (1, 5), (2, 6)], [(3, 3), (4, 3), (5, 3)], [(6, 0)]]
 
 
+def test_direct_copies_of_a_repeating_sender_pattern_are_one_grid_copy() -> None:
+    pairs = [(4 + k, k % 4) for k in range(28)]
+    assert executor._core_grid(pairs) == ((7, 4), (4, (4, 1)), (0, (0, 1)))
+    assert executor._core_grid([(0, 4), (1, 5), (2, 6)]) == ((1, 3), (0, (0, 1)), (4, (0, 1)))
+    assert executor._core_grid([(0, 4), (1, 6), (2, 5)]) is None
+    card = Card(DEFAULT)
+    card.lx.view(torch.float32)[:, :4] = torch.arange(32.0).view(32, 1)
+    got = card.grid_view(4, (4, 1), (7, 4), X)[..., :4]
+    assert torch.equal(got[..., 0], torch.arange(4.0, 32.0).view(7, 4))
+
+
 def test_buffers_sharing_storage_count_as_one_buffer() -> None:
     items = [(0, 0, _store("a", 0)), (1, 0, _load("b", 512, Y))]
     assert _levels(items) == [1, 1]
