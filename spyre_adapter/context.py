@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,11 +43,7 @@ class ProgramCache:
 
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
-        text = kir.to_json(kernel)
-        doc = json.loads(text)
-        canon = {name: f"#b{n}" for n, name in enumerate(cls.buffer_names(kernel))}
-        doc = _rename(doc, canon)
-        h = hashlib.sha256(json.dumps(doc, sort_keys=True).encode())
+        h = hashlib.sha256(_structure(kernel, cls.buffer_names(kernel)))
         h.update(json.dumps(m.to_dict(), sort_keys=True).encode())
         h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
         h.update(extra.encode())
@@ -76,6 +73,27 @@ class ProgramCache:
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
+
+
+#: id(kernel) -> (a weak reference to it, its structure text): residency and the
+#: executables ask for the keys of the same kernels many times.
+_STRUCTURES: dict[int, tuple[weakref.ref, bytes]] = {}
+
+
+def _structure(kernel: Any, names: tuple[str, ...]) -> bytes:
+    """The kernel's Kernel IR as JSON with buffer names positional (see :func:`_rename`)."""
+    got = _STRUCTURES.get(id(kernel))
+    if got is not None and got[0]() is kernel:
+        return got[1]
+    doc = _rename(json.loads(kir.to_json(kernel)), {name: f"#b{n}" for n, name in enumerate(names)})
+    text = json.dumps(doc, sort_keys=True).encode()
+    try:
+        ref = weakref.ref(kernel)
+    except TypeError:  # not weakly referable: not memoised
+        return text
+    _STRUCTURES[id(kernel)] = (ref, text)
+    weakref.finalize(kernel, _STRUCTURES.pop, id(kernel), None)
+    return text
 
 
 def _rename(doc: Any, canon: dict[str, str]) -> Any:
