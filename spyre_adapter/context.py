@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import threading
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ from .emulator.executor import Card
 from .machine import Machine
 from .model.program import Program, with_buffers
 from .report import REPORT, DeviceReport
+from .structure import buffer_names, structure_text
 
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
 
@@ -39,11 +39,11 @@ class ProgramCache:
     @staticmethod
     def buffer_names(kernel: Any) -> tuple[str, ...]:
         """The kernel's buffer names in order (the positional renaming's source)."""
-        return tuple(dict.fromkeys(b.name for b in kernel.buffers))
+        return buffer_names(kernel)
 
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
-        h = hashlib.sha256(_structure(kernel, cls.buffer_names(kernel)))
+        h = hashlib.sha256(structure_text(kernel))
         h.update(json.dumps(m.to_dict(), sort_keys=True).encode())
         h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
         h.update(extra.encode())
@@ -73,46 +73,6 @@ class ProgramCache:
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
-
-
-#: id(kernel) -> (a weak reference to it, its structure text): residency and the
-#: executables ask for the keys of the same kernels many times.
-_STRUCTURES: dict[int, tuple[weakref.ref, bytes]] = {}
-
-
-def _structure(kernel: Any, names: tuple[str, ...]) -> bytes:
-    """The kernel's Kernel IR as JSON with buffer names positional (see :func:`_rename`)."""
-    got = _STRUCTURES.get(id(kernel))
-    if got is not None and got[0]() is kernel:
-        return got[1]
-    doc = _rename(json.loads(kir.to_json(kernel)), {name: f"#b{n}" for n, name in enumerate(names)})
-    text = json.dumps(doc, sort_keys=True).encode()
-    try:
-        ref = weakref.ref(kernel)
-    except TypeError:  # not weakly referable: not memoised
-        return text
-    _STRUCTURES[id(kernel)] = (ref, text)
-    weakref.finalize(kernel, _STRUCTURES.pop, id(kernel), None)
-    return text
-
-
-def _rename(doc: Any, canon: dict[str, str]) -> Any:
-    """A Kernel IR JSON document with buffer names positional and kernel names,
-    origins and the group's name dropped (they differ between identical layers)."""
-    if isinstance(doc, dict):
-        out = {}
-        for k, v in doc.items():
-            if k in ("name",) and doc.get("$t") in ("LoopKernel", "KernelGroup", "ExternKernel"):
-                continue
-            if k == "origins":
-                continue
-            out[k] = _rename(v, canon)
-        return out
-    if isinstance(doc, list):
-        return [_rename(x, canon) for x in doc]
-    if isinstance(doc, str):
-        return canon.get(doc, doc)
-    return doc
 
 
 class DeviceContext:
