@@ -284,32 +284,37 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     built: list[_Built] = []
     order = itertools.count()
     reasons: list[str] = []
-    best: tuple[float, Program] | None = None
+    best: Program | None = None
 
-    def settle() -> tuple[float, Program] | None:
+    def settle() -> Program | None:
         # The hardware rules are checked on the fastest built program first (checking
         # costs as much as building); one that breaks a rule gives way to the next.
         # Ties go to the one built first. A program is simulated only when its
-        # lower bound does not already show it slower than the fastest known.
+        # lower bound does not already show it slower than the fastest known, and
+        # a last one left is not simulated at all (there is nothing to order).
         tried: set[int] = set()
         while True:
             known = [b for b in built if b.time is not None and b.index not in tried]
             first = min(known, key=lambda b: (b.time, b.index), default=None)
             unknown = [b for b in built if b.time is None]
             maybe = [b for b in unknown if first is None or b.bound <= first.time]  # type: ignore[operator]
-            if maybe:
+            if first is None and len(unknown) == 1:
+                first = unknown[0]
+            elif maybe:
                 nxt = min(maybe, key=lambda b: (b.bound, b.index))
                 nxt.time = simulate(nxt.program, m, keep_events=False).total_ns
                 continue
             if first is None:
                 break
             tried.add(first.index)
+            if first.time is None:
+                first.time = first.bound  # the last one left: only ``tried`` reads it again
             try:
                 static_check(first.program, m, numels)
             except EmulatorError as exc:
                 reasons.append(str(exc))
                 continue
-            return first.time, first.program  # type: ignore[return-value]
+            return first.program
         built.clear()  # every one broke a rule: build the next candidates
         return None
 
@@ -339,7 +344,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
                                 f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
-    return best[1]
+    return best
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
