@@ -343,6 +343,10 @@ def union_footprint(info: LoopInfo, accs: Sequence[Access], a: int, b: int, stic
     """Bytes (in sticks) the union of several accesses of one buffer touches over [a, b):
     loads of the same data at shifted indices (rotate-half, stencils) move it once.
     Where a footprint is only bounded, not enumerated, the sum bounds the union."""
+    if len(accs) == 1:
+        one = _boxes_of(info, accs[0], a, b, red)
+        if len(one) <= 1:  # one box: its stick count is the union already (no intervals to merge)
+            return sum(_box_sticks(info, accs[0], full, stick)[1] for full in one) * stick
     union = union_bytes([stick_intervals(info, acc, a, b, stick, red) for acc in accs], stick)
     if union is None:
         return sum(access_footprint(info, x, a, b, stick, red)[1] for x in accs)
