@@ -19,6 +19,7 @@ from .emulator.executor import Card
 from .machine import Machine
 from .model.program import Program, with_buffers
 from .report import REPORT, DeviceReport
+from .structure import buffer_names, structure_text
 
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
 
@@ -38,15 +39,11 @@ class ProgramCache:
     @staticmethod
     def buffer_names(kernel: Any) -> tuple[str, ...]:
         """The kernel's buffer names in order (the positional renaming's source)."""
-        return tuple(dict.fromkeys(b.name for b in kernel.buffers))
+        return buffer_names(kernel)
 
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
-        text = kir.to_json(kernel)
-        doc = json.loads(text)
-        canon = {name: f"#b{n}" for n, name in enumerate(cls.buffer_names(kernel))}
-        doc = _rename(doc, canon)
-        h = hashlib.sha256(json.dumps(doc, sort_keys=True).encode())
+        h = hashlib.sha256(structure_text(kernel))
         h.update(json.dumps(m.to_dict(), sort_keys=True).encode())
         h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
         h.update(extra.encode())
@@ -76,25 +73,6 @@ class ProgramCache:
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
-
-
-def _rename(doc: Any, canon: dict[str, str]) -> Any:
-    """A Kernel IR JSON document with buffer names positional and kernel names,
-    origins and the group's name dropped (they differ between identical layers)."""
-    if isinstance(doc, dict):
-        out = {}
-        for k, v in doc.items():
-            if k in ("name",) and doc.get("$t") in ("LoopKernel", "KernelGroup", "ExternKernel"):
-                continue
-            if k == "origins":
-                continue
-            out[k] = _rename(v, canon)
-        return out
-    if isinstance(doc, list):
-        return [_rename(x, canon) for x in doc]
-    if isinstance(doc, str):
-        return canon.get(doc, doc)
-    return doc
 
 
 class DeviceContext:

@@ -27,7 +27,7 @@ from .program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter,
                       Program, Region, RingRecv, RingSend, Vec, dram_accesses, itemsize, lx_accesses)
 from .traffic import region_sticks
 
-__all__ = ["Event", "Timeline", "simulate", "dram_bytes_of", "DeadlockError"]
+__all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of", "DeadlockError"]
 
 #: A transfer with less than this many bytes left has finished (float residue).
 _DONE_BYTES = 1e-3
@@ -377,6 +377,40 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
     total = now + m.kernel_launch_ns + (m.sync_ns if p.cores_used > 1 else 0.0)
     return Timeline(total, events, {c: dict(v) for c, v in busy.items()}, rd_bytes, wr_bytes, ring_bytes,
                     dict(core_end))
+
+
+def lower_bound_ns(p: Program, m: Machine) -> float:
+    """A time :func:`simulate` never reports below for ``p`` (static gathers and
+    scatters): each core's PE and vector engines run their steps one at a time,
+    one core's transfers together never exceed its DMA rate, and all of them
+    never exceed the faster DRAM direction. A planner skips simulating a program
+    this already shows is no faster than one it has. A linear pass, no events."""
+    buffers = _buffer_dtypes(p)
+    dtypes: dict[int, list[str]] = {}
+    engines = dram = 0.0
+    n = 0
+    for c in p.cores:
+        pe = vec = 0.0
+        nbytes = 0
+        for ins in c.instrs:
+            if isinstance(ins, Pe):
+                pe += _duration(ins, p, m, dtypes)
+            elif isinstance(ins, (Vec, AddrGen, Combine)):
+                vec += _duration(ins, p, m, dtypes)
+            elif isinstance(ins, (DmaLoad, DmaGather, DmaStore, DmaScatter)):
+                nbytes += dram_bytes_of(ins, buffers, m.stick_bytes)
+        n += len(c.instrs)
+        engines = max(engines, pe, vec)
+        dram += nbytes
+        if m.core_dma_gbps > 0:
+            # (a transfer ends with up to _DONE_BYTES left)
+            engines = max(engines, (nbytes - _DONE_BYTES * len(c.instrs)) / m.core_dma_gbps)
+    fastest = max(m.dram_read_gbps, m.dram_write_gbps)
+    if m.dram_read_gbps > 0 and m.dram_write_gbps > 0:
+        engines = max(engines, (dram - _DONE_BYTES * n) / fastest)
+    # Margin for the simulation's float steps: an engine's step counts as done 1e-9 ns early.
+    bound = engines * (1 - 1e-9) - 1e-9 * n - 1e-6
+    return max(0.0, bound) + m.kernel_launch_ns + (m.sync_ns if p.cores_used > 1 else 0.0)
 
 
 def _buffer_dtypes(p: Program) -> dict[str, str]:

@@ -115,11 +115,23 @@ def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
     return int((lst - torch.maximum(f - 1, prev)).clamp(min=0).sum())
 
 
-@functools.lru_cache(maxsize=65536)
 def region_sticks(region: Region, isz: int, stick: int = 128) -> int:
     """Distinct sticks a region touches (what a DMA of it moves)."""
     if region.numel == 0:
         return 0
+    if stick % isz == 0:
+        # Moving a region by whole sticks moves every stick it touches by the same
+        # amount: the count depends on its shape and where it starts within a stick
+        # only (a planner's tiles differ mostly in their offsets: far fewer to count).
+        lo, _ = region.bounds()
+        q = stick // isz
+        return _offset_region_sticks(region.offset - lo + lo % q, region.sizes, region.strides, isz, stick)
+    return _offset_region_sticks(region.offset, region.sizes, region.strides, isz, stick)
+
+
+@functools.lru_cache(maxsize=65536)
+def _offset_region_sticks(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...], isz: int, stick: int) -> int:
+    region = Region("", offset, sizes, strides)
     run, rest = _runs(region.offset, region.sizes, region.strides)
     lo, hi = region.bounds()
     if not rest:
@@ -139,6 +151,27 @@ def region_stick_set(region: Region, isz: int, stick: int = 128) -> tuple[torch.
     if region.numel == 0:
         e = torch.empty(0, dtype=torch.int64)
         return e, e
+    shift, start = 0, region.offset
+    if stick % isz == 0:
+        # As for region_sticks: the same shape a whole number of sticks further
+        # has the same intervals that many sticks further.
+        lo, _ = region.bounds()
+        shift, phase = divmod(lo, stick // isz)
+        start = region.offset - lo + phase
+    _, rest = _runs(start, region.sizes, region.strides)
+    # (cached for regions of few runs only: the intervals of a large one are large)
+    fn = _cached_stick_set if math.prod(n for n, _ in rest) <= _CACHED_RUNS else _stick_set
+    f, last = fn(start, region.sizes, region.strides, isz, stick)
+    return f + shift, last + shift  # new tensors: the cache's are never handed out
+
+
+#: Regions and boxes of at most this many contiguous runs have their stick intervals cached.
+_CACHED_RUNS = 1024
+
+
+def _stick_set(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...], isz: int,
+               stick: int) -> tuple[torch.Tensor, torch.Tensor]:
+    region = Region("", offset, sizes, strides)
     run, rest = _runs(region.offset, region.sizes, region.strides)
     lo, _ = region.bounds()
     starts = torch.cat(_chunked_starts(lo, [(n, abs(s)) for n, s in rest])) if rest else torch.tensor([lo])
@@ -151,6 +184,9 @@ def region_stick_set(region: Region, isz: int, stick: int = 128) -> tuple[torch.
     idx = new.nonzero().flatten()
     ends = torch.cat([idx[1:] - 1, torch.tensor([f.numel() - 1])])
     return f[idx], reach[ends]
+
+
+_cached_stick_set = functools.lru_cache(maxsize=4096)(_stick_set)
 
 
 # ------------------------------------------------------------------ compulsory traffic

@@ -10,6 +10,7 @@ contiguous runs) and evaluated on the indices themselves otherwise.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -172,34 +173,64 @@ Intervals = tuple[torch.Tensor, torch.Tensor] | None
 def _affine_sticks(coeffs: list[int], offset: int, starts: list[int], extents: list[int],
                    isz: int, stick: int) -> tuple[int, int, Intervals]:
     """(elements, sticks, the sticks as intervals when enumerated) an affine map touches over a box."""
-    dims = sorted(((c, n, s) for c, n, s in zip(coeffs, extents, starts) if c != 0 and n > 1), key=lambda t: t[0])
     base = offset + sum(c * s for c, s in zip(coeffs, starts))
     if any(n == 0 for n in extents):
         return 0, 0, (torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int64))
-    if not dims:
-        first = torch.tensor([base * isz // stick])
-        return 1, 1, (first, first)
-    elems = math.prod(n for _, n, _ in dims)
+    dims = tuple(sorted(((c, n) for c, n in zip(coeffs, extents) if c != 0 and n > 1), key=lambda t: t[0]))
+    shift = 0
+    if stick % isz == 0:
+        # Moving the box's first element by whole sticks moves every stick it
+        # touches by as many: the shape and the start's place within a stick
+        # decide the rest (the boxes of a division's cores, and of every
+        # re-planned division, differ mostly in where they start).
+        shift, base = divmod(base, stick // isz)
+    # (cached for boxes of few runs only: the intervals of a large one are large)
+    fn = _cached_sticks_at if math.prod(n for _, n in _run_split(dims)[1]) <= _CACHED_RUNS else _sticks_at
+    elems, sticks, iv = fn(base, dims, isz, stick)
+    if iv is not None:
+        iv = (iv[0] + shift, iv[1] + shift)  # new tensors: the cache's are never handed out
+    return elems, sticks, iv
+
+
+#: Boxes of at most this many contiguous runs have their stick intervals cached.
+_CACHED_RUNS = 1024
+
+
+def _run_split(dims: tuple[tuple[int, int], ...]) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(elements per contiguous run, the remaining dims) of (coefficient, extent) dims by coefficient."""
     run = 1
     k = 0
-    if dims[0][0] == 1:
+    if dims and dims[0][0] == 1:
         while k < len(dims) and dims[k][0] == run:
             run *= dims[k][1]
             k += 1
-    rest = dims[k:]
-    n_runs = math.prod(n for _, n, _ in rest)
+    return run, dims[k:]
+
+
+def _sticks_at(base: int, dims: tuple[tuple[int, int], ...], isz: int, stick: int) -> tuple[int, int, Intervals]:
+    """:func:`_affine_sticks` of the box whose first element is ``base``, over
+    ``dims`` ((coefficient, extent) of its varying dimensions, by coefficient)."""
+    if not dims:
+        first = torch.tensor([base * isz // stick])
+        return 1, 1, (first, first)
+    elems = math.prod(n for _, n in dims)
+    run, rest = _run_split(dims)
+    n_runs = math.prod(n for _, n in rest)
     if run == 1 and rest and rest[0][0] * isz >= stick:
         return elems, elems, None  # strided: every element its own stick
     if n_runs > 1 << 16:  # many short runs: bound by the span they cover
-        span = (sum(c * (n - 1) for c, n, _ in dims) + 1) * isz
+        span = (sum(c * (n - 1) for c, n in dims) + 1) * isz
         return elems, min(elems, -(-span // stick) + 1), None
     # Exact: vectorised over run starts (largest stride outermost, so nested
     # strides give sorted starts), union of the runs' stick intervals.
     st = torch.full((1,), base, dtype=torch.int64)
-    for c, n, _ in sorted(rest, key=lambda t: -t[0]):
+    for c, n in sorted(rest, key=lambda t: -t[0]):
         st = (st[:, None] + c * torch.arange(n, dtype=torch.int64)[None, :]).reshape(-1)
     first, last = (st * isz) // stick, ((st + run - 1) * isz) // stick
     return elems, _union_len(first, last), (first, last)
+
+
+_cached_sticks_at = functools.lru_cache(maxsize=4096)(_sticks_at)
 
 
 def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
@@ -312,6 +343,10 @@ def union_footprint(info: LoopInfo, accs: Sequence[Access], a: int, b: int, stic
     """Bytes (in sticks) the union of several accesses of one buffer touches over [a, b):
     loads of the same data at shifted indices (rotate-half, stencils) move it once.
     Where a footprint is only bounded, not enumerated, the sum bounds the union."""
+    if len(accs) == 1:
+        one = _boxes_of(info, accs[0], a, b, red)
+        if len(one) <= 1:  # one box: its stick count is the union already (no intervals to merge)
+            return sum(_box_sticks(info, accs[0], full, stick)[1] for full in one) * stick
     union = union_bytes([stick_intervals(info, acc, a, b, stick, red) for acc in accs], stick)
     if union is None:
         return sum(access_footprint(info, x, a, b, stick, red)[1] for x in accs)

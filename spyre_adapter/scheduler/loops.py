@@ -25,6 +25,7 @@ from spyre_shims.kernel_ir import KernelGroup
 from ..machine import Machine
 from ..machine_spec import DoesNotFitError
 from ..model.bodies import accesses, indirect_levels
+from ..structure import structure_digest
 from ..model.program import Candidate, Program
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import DeadlockError, simulate
@@ -80,6 +81,8 @@ class GroupModel:
     kinds: set[str]
     #: streamed loads by (buffer, kernel), see :func:`_load_groups`
     load_groups: dict[tuple[str, int], list[_Access]] = dataclasses.field(default_factory=dict)
+    #: what the model is a function of: the group's structure, machine, sizes and LX planning
+    key: tuple[Any, ...] = ()
 
 
 def _granularity(infos: list[LoopInfo], mult: list[int], rows: int, m: Machine) -> int:
@@ -135,6 +138,7 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     kinds = {k for i in infos for k in i.reduction_kinds}
     gm = GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos), kinds)
     gm.load_groups = _load_groups(gm)  # asked for by every core of every candidate division
+    gm.key = (structure_digest(group), m, tuple(sorted((str(k), int(v)) for k, v in sizes.items())), lx_planning)
     return gm
 
 
@@ -313,6 +317,26 @@ def _estimate(gm: GroupModel, m: Machine, d: Division) -> float:
     return m.kernel_launch_ns + max(worst, dram_ns) + sync + combine
 
 
+#: Estimates by (group model key, division). An estimate depends on the group's
+#: structure only (buffer names are labels): residency re-plans a group with its
+#: division forced, and identical layers ask for the same divisions.
+_ESTIMATES: dict[tuple[Any, ...], float] = {}
+_MAX_ESTIMATES = 1 << 16
+
+
+def _estimated(gm: GroupModel, m: Machine, d: Division) -> float:
+    """:func:`_estimate`, once per group structure, machine, sizes and division."""
+    if not gm.key or gm.key[1] != m:
+        return _estimate(gm, m, d)
+    key = (gm.key, d)
+    got = _ESTIMATES.get(key)
+    if got is None:
+        if len(_ESTIMATES) >= _MAX_ESTIMATES:
+            _ESTIMATES.clear()
+        got = _ESTIMATES[key] = _estimate(gm, m, d)
+    return got
+
+
 def candidates(gm: GroupModel, m: Machine) -> list[Division]:
     units = -(-gm.rows // gm.unit) if gm.rows else 1
     out = []
@@ -335,7 +359,7 @@ def candidates(gm: GroupModel, m: Machine) -> list[Division]:
 
 def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]:
     """The cheapest division and every candidate's estimate."""
-    costs = {d: _estimate(gm, m, d) for d in candidates(gm, m)}
+    costs = {d: _estimated(gm, m, d) for d in candidates(gm, m)}
     best = min(costs, key=lambda d: (costs[d], d.used))
     return best, costs
 
@@ -439,7 +463,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if least > m.lx_usable_bytes:
         raise SchedulingError(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
                               "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
-    costs = {force: _estimate(gm, m, force)} if force is not None else choose(gm, m)[1]
+    costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
     order = sorted(costs, key=lambda d: (costs[d], d.used))
     cand = tuple(Candidate(f"{d.cores}x{d.rsplit}", round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
     reasons = []

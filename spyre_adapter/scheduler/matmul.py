@@ -26,7 +26,7 @@ from ..machine import Machine
 from ..machine_spec import DoesNotFitError
 from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
-from ..model.timing import simulate
+from ..model.timing import lower_bound_ns, simulate
 from ..model.program import itemsize
 from .loops import plan_group
 from .lx_alloc import LxFull
@@ -244,6 +244,17 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
     return tuple(out)
 
 
+@dataclasses.dataclass
+class _Built:
+    """A built candidate program: its order of building, and its simulated time
+    once known (``bound``: what no simulation of it can undercut)."""
+
+    index: int
+    program: Program
+    bound: float
+    time: float | None = None
+
+
 class MatmulUnplannable(DoesNotFitError):
     """No grid of a matmul fits the machine."""
 
@@ -270,20 +281,40 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         return _empty_sum(kernel, m, sizes, name)
     ranked = candidates(s, m, share, max_cores, naive)
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
-    built: list[tuple[float, Program]] = []
+    built: list[_Built] = []
+    order = itertools.count()
     reasons: list[str] = []
-    best: tuple[float, Program] | None = None
+    best: Program | None = None
 
-    def settle() -> tuple[float, Program] | None:
+    def settle() -> Program | None:
         # The hardware rules are checked on the fastest built program first (checking
         # costs as much as building); one that breaks a rule gives way to the next.
-        for t, prog in sorted(built, key=lambda tp: tp[0]):
+        # Ties go to the one built first. A program is simulated only when its
+        # lower bound does not already show it slower than the fastest known, and
+        # a last one left is not simulated at all (there is nothing to order).
+        tried: set[int] = set()
+        while True:
+            known = [b for b in built if b.time is not None and b.index not in tried]
+            first = min(known, key=lambda b: (b.time, b.index), default=None)
+            unknown = [b for b in built if b.time is None]
+            maybe = [b for b in unknown if first is None or b.bound <= first.time]  # type: ignore[operator]
+            if first is None and len(unknown) == 1:
+                first = unknown[0]
+            elif maybe:
+                nxt = min(maybe, key=lambda b: (b.bound, b.index))
+                nxt.time = simulate(nxt.program, m, keep_events=False).total_ns
+                continue
+            if first is None:
+                break
+            tried.add(first.index)
+            if first.time is None:
+                first.time = first.bound  # the last one left: only ``tried`` reads it again
             try:
-                static_check(prog, m, numels)
+                static_check(first.program, m, numels)
             except EmulatorError as exc:
                 reasons.append(str(exc))
                 continue
-            return t, prog
+            return first.program
         built.clear()  # every one broke a rule: build the next candidates
         return None
 
@@ -306,14 +337,14 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         except (LxFull, EmulatorError) as exc:
             reasons.append(str(exc))
             continue
-        built.append((simulate(prog, m, keep_events=False).total_ns, prog))
+        built.append(_Built(next(order), prog, lower_bound_ns(prog, m)))
     if best is None and built:
         best = settle()
     if best is None:
         raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
                                 f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
-    return best[1]
+    return best
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,

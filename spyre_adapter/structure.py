@@ -1,0 +1,69 @@
+"""A kernel's *structure*: its Kernel IR with buffer names positional and kernel
+names and origins dropped. Identical layers of a model have the same structure,
+so what is derived from it alone (a planned program, a division's estimate) is
+computed once for all of them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import weakref
+from typing import Any
+
+from spyre_shims import kernel_ir as kir
+
+__all__ = ["buffer_names", "structure_text", "structure_digest"]
+
+#: id(kernel) -> (a weak reference to it, its structure text, its digest): the
+#: program cache, residency and the executables ask about the same kernels many times.
+_STRUCTURES: dict[int, tuple[weakref.ref, bytes, bytes]] = {}
+
+
+def buffer_names(kernel: Any) -> tuple[str, ...]:
+    """The kernel's buffer names in order (the positional renaming's source)."""
+    return tuple(dict.fromkeys(b.name for b in kernel.buffers))
+
+
+def _entry(kernel: Any) -> tuple[Any, bytes, bytes]:
+    got = _STRUCTURES.get(id(kernel))
+    if got is not None and got[0]() is kernel:
+        return got
+    canon = {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
+    text = json.dumps(_rename(json.loads(kir.to_json(kernel)), canon), sort_keys=True).encode()
+    entry = (None, text, hashlib.sha256(text).digest())
+    try:
+        ref = weakref.ref(kernel)
+    except TypeError:  # not weakly referable: not memoised
+        return entry
+    _STRUCTURES[id(kernel)] = (ref, text, entry[2])
+    weakref.finalize(kernel, _STRUCTURES.pop, id(kernel), None)
+    return entry
+
+
+def structure_text(kernel: Any) -> bytes:
+    """The kernel's structure as canonical JSON (computed once per kernel object)."""
+    return _entry(kernel)[1]
+
+
+def structure_digest(kernel: Any) -> bytes:
+    """SHA-256 of :func:`structure_text`."""
+    return _entry(kernel)[2]
+
+
+def _rename(doc: Any, canon: dict[str, str]) -> Any:
+    """A Kernel IR JSON document with buffer names positional and kernel names,
+    origins and the group's name dropped (they differ between identical layers)."""
+    if isinstance(doc, dict):
+        out = {}
+        for k, v in doc.items():
+            if k in ("name",) and doc.get("$t") in ("LoopKernel", "KernelGroup", "ExternKernel"):
+                continue
+            if k == "origins":
+                continue
+            out[k] = _rename(v, canon)
+        return out
+    if isinstance(doc, list):
+        return [_rename(x, canon) for x in doc]
+    if isinstance(doc, str):
+        return canon.get(doc, doc)
+    return doc

@@ -1,0 +1,55 @@
+"""What compile-time shortcuts rely on: stick counts that depend on a region's
+shape and phase within a stick only, and a lower bound no simulation undercuts
+(plan_matmul skips simulating candidates by it)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from spyre_adapter.machine import DEFAULT, Machine
+from spyre_adapter.model.program import Region
+from spyre_adapter.model.timing import lower_bound_ns, simulate
+from spyre_adapter.model.traffic import region_stick_set, region_sticks
+from spyre_adapter.scheduler.loops import plan_group
+from spyre_adapter.scheduler.matmul import plan_matmul
+from tests.support import kernels as K
+
+
+def _elements(r: Region) -> torch.Tensor:
+    idx = torch.tensor([r.offset])
+    for n, s in zip(r.sizes, r.strides):
+        idx = (idx[:, None] + s * torch.arange(n)[None, :]).reshape(-1)
+    return idx
+
+
+@pytest.mark.parametrize("isz", [1, 2, 4])
+def test_stick_counts_match_the_elements_at_any_offset(isz: int) -> None:
+    """The cache keyed by phase within a stick gives every offset's own answer
+    (regions of one shape asked at many offsets, as a planner's tiles are)."""
+    rng = random.Random(isz)
+    for _ in range(200):
+        nd = rng.randint(1, 3)
+        sizes = tuple(rng.choice([1, 2, 3, 8, 17, 64]) for _ in range(nd))
+        strides = tuple(rng.choice([0, 1, 3, 64, 100, 128, 640]) for _ in range(nd))
+        for offset in (0, rng.randint(0, 127), rng.randint(128, 100_000)):
+            r = Region("x", offset, sizes, strides)
+            sticks = torch.unique(_elements(r) * isz // 128)
+            assert region_sticks(r, isz) == sticks.numel()
+            first, last = region_stick_set(r, isz)
+            covered = torch.cat([torch.arange(int(a), int(b) + 1) for a, b in zip(first, last)])
+            assert torch.equal(covered, sticks)
+
+
+@pytest.mark.parametrize("m", [DEFAULT, Machine.from_spec("cores=8,lx_kib=512")])
+def test_lower_bound_never_exceeds_the_simulated_time(m: Machine) -> None:
+    programs = [plan_matmul(K.mm(*shape), m, {}, "mm") for shape in [(1, 2048, 512), (64, 512, 512), (512, 1024, 768)]]
+    programs += [plan_group(g, m, {}, "g") for g in (K.add(1000, 4096), K.row_sum(64, 4096), K.exp_chain(7, 33, 3))]
+    for p in programs:
+        t = simulate(p, m, keep_events=False).total_ns
+        bound = lower_bound_ns(p, m)
+        assert 0 < bound <= t
+        if p.kind == "matmul":
+            assert bound > 0.5 * t  # tight enough to rule out clearly slower candidates
