@@ -6,7 +6,9 @@ written: reading bytes not written in this launch (or left for it by an earlier
 kernel, see :class:`~spyre_adapter.model.program.Resident`) is an error, as is
 overwriting bytes an earlier kernel left for a later one. Cores run in rounds,
 one instruction each; cores that run the same step on different tiles in a
-round run it as one batched op (one torch op over their stacked LX views).
+round run it as one batched op (one torch op over their stacked LX views). An
+unchecked launch that records its steps for replay runs them in dependence
+levels instead (:mod:`.regroup`), where more cores share each batched op.
 
 What is checked, each violation an :class:`EmulatorError` naming the kernel,
 core, step and buffer: LX views inside the usable capacity and aligned; DMA
@@ -80,7 +82,7 @@ class Card:
         return t
 
     def view(self, core: Where, lx: Lx) -> torch.Tensor:
-        """The tensor view of ``lx`` on one core, or stacked over a core range ``(c0, c1)``."""
+        """The tensor view of ``lx`` on one core, or stacked over a core range (:data:`Where`)."""
         key = (core, lx)
         v = self._views.get(key)
         if v is None:
