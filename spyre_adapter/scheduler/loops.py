@@ -35,7 +35,7 @@ from .lx_alloc import LxFull
 from spyre_shims import index as sidx
 from spyre_shims.reference import concrete
 from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged, stick_intervals,
-                       union_bytes, union_footprint)
+                       union_footprint)
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
 SPLITTABLE = frozenset({"sum", "max", "min", "any", "prod", "welford_reduce", "online_softmax_reduce",
@@ -457,7 +457,6 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
         # Which elements a scatter writes depends on the data: two cores could
         # write one element (max_unpool's overlapping windows), a race on the card.
         force = Division(1)
-    rows = max(gm.rows, 1)
     # Every operand of a tile needs at least one stick, twice (double buffering).
     least = 2 * m.stick_bytes * len(gm.accesses)
     if least > m.lx_usable_bytes:
@@ -480,10 +479,15 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if residency is None and force is None:
         for grid in grid_divisions(gm, m):
             try:
-                return _build_grid(gm, m, grid, name, sizes, cand)
-            except (LxFull, Unbuildable, EmulatorError) as exc:
+                q = _build_grid(gm, m, grid, name, sizes, cand)
+                # a grid of a phased group can order a ring transfer across a
+                # barrier: never hand out a program that cannot finish
+                simulate(q, m, keep_events=False)
+                return q
+            except (LxFull, Unbuildable, EmulatorError, DeadlockError) as exc:
                 reasons.append(f"grid {'x'.join(map(str, grid))}: {exc}")
-    raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(reasons[:3]) + ")",
+    shown = reasons[:3] + [r for r in reasons[3:] if r.startswith("grid")][:1]  # the grids' reason too
+    raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(shown) + ")",
                           f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
                           f"span_bytes_per_core={m.span_bytes_per_core}", name)
 

@@ -114,6 +114,28 @@ def test_transposed_copy_beyond_the_span_splits_further() -> None:
     K.assert_same(got, want, ["out"], atol=0, rtol=0)
 
 
+def test_a_fallback_grid_program_that_cannot_finish_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grid built when no row division fits is simulated before it is handed
+    out: one whose ring transfers deadlock (a planted receive nobody sends to)
+    ends in a scheduling error naming the grid, never a program that hangs."""
+    import dataclasses
+    from spyre_adapter.model.program import Lx
+    from spyre_adapter.scheduler import loops
+
+    real = loops._build_grid
+
+    def stuck(*args, **kwargs):
+        p = real(*args, **kwargs)
+        first = p.cores[0]
+        recv = RingRecv(1, Lx.dense(0, "float16", (64,)), 99999)
+        return dataclasses.replace(p, cores=(dataclasses.replace(first, instrs=(recv, *first.instrs)), *p.cores[1:]))
+
+    monkeypatch.setattr(loops, "_build_grid", stuck)
+    m = DEFAULT.replace(span_bytes_per_core=4 << 20)
+    with pytest.raises(loops.SchedulingError, match="grid"):
+        plan_group(K.transpose_copy(63, 64, 769), m, {}, "transpose")
+
+
 def test_a_2d_transpose_moves_only_its_compulsory_bytes() -> None:
     """x.t().contiguous() of a (2048, 1024) fp16 tensor: rows of the output cut
     across the input's sticks (a row division read 4.5x the compulsory bytes and
