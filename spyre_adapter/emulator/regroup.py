@@ -14,7 +14,9 @@ and the same step of many cores batches again.
 Conflicts are found conservatively: LX bytes in blocks of ``LX_BLOCK`` per
 core, DRAM elements in blocks per buffer (a data-dependent gather or scatter
 touches its whole buffer), ring messages by (tag, receiver). Buffers that share
-storage in the launch count as one buffer, touched whole.
+storage in the launch count as one buffer, touched whole. A ring message whose
+source bytes the sender does not overwrite before the receive is marked for a
+direct copy from the sender's LX (see :func:`levels`).
 """
 
 from __future__ import annotations
