@@ -384,6 +384,8 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
                              or r.get("lx_over_capacity")),
         "kernels_executed": sum(1 for r in rows if r.get("executed")),
         "executed_mismatches": sum(1 for r in rows if r.get("executed") and not r.get("matches_reference")),
+        # the same programs launched as steady state does: recorded in dependence levels, then replayed
+        "replayed_mismatches": sum(1 for r in rows if r.get("executed") and not r.get("replay_matches_reference")),
         "execution_errors": sum(1 for r in rows if r.get("executed") is False),
         "check_errors": sum(1 for r in rows if r["check_error"]),
         "kernels_with_eta_over_1": sum(1 for r in rows if r["eta_sustained"] > 1 + 1e-9),

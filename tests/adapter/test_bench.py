@@ -84,10 +84,12 @@ def test_small_kernels_run_their_programs(quick_doc: dict) -> None:
     rows = {r["name"]: r for r in quick_doc["kernels"] if r["source"] == "gemm"}
     small = rows["square.512"]
     assert small["executed"] and small["matches_reference"] and small["max_abs_error"] < 0.1
+    assert small["replay_matches_reference"]
     assert 0 < small["lx_peak_executed"] <= DEFAULT.lx_usable_bytes and not small["lx_over_capacity"]
     assert "executed" not in rows["square.2048"]  # over the limit: simulated only
     s = quick_doc["summary"]
     assert s["kernels_executed"] >= 2 and s["executed_mismatches"] == 0 and s["lx_violations"] == 0
+    assert s["replayed_mismatches"] == 0
 
 
 def test_a_wrong_program_does_not_match_its_reference() -> None:
@@ -136,3 +138,17 @@ def test_a_baseline_with_no_program_is_recorded_not_fatal() -> None:
     assert got is None and "lx_usable_bytes" in row["baselines_unplannable"]["single_core"]
     ok = bench._baseline(row, "even_split", lambda: bench._measure(kernel, DEFAULT.replace(cores=1))[0], main)
     assert ok is not None and ok["modeled_ns"] > main.modeled_ns and "even_split" not in row["baselines_unplannable"]
+
+
+def test_the_replay_check_catches_a_replay_that_ignores_dependences(monkeypatch: pytest.MonkeyPatch) -> None:
+    """execute_row also launches the program as steady state does (recorded in
+    dependence levels, then replayed): levels that run the steps backwards give
+    a checked run that matches and a replay that does not."""
+    from spyre_adapter import bench_checks
+    from spyre_adapter.emulator import regroup
+
+    kernel = bench.gemm_kernel("g", 128, 128, 256)
+    assert bench_checks.execute_row(kernel, DEFAULT)["replay_matches_reference"]
+    monkeypatch.setattr(regroup, "levels", lambda items, *a, **k: list(range(len(items), 0, -1)))
+    row = bench_checks.execute_row(kernel, DEFAULT)
+    assert row["matches_reference"] and not row["replay_matches_reference"]
