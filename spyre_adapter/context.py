@@ -36,11 +36,6 @@ class ProgramCache:
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def buffer_names(kernel: Any) -> tuple[str, ...]:
-        """The kernel's buffer names in order (the positional renaming's source)."""
-        return buffer_names(kernel)
-
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
         h = hashlib.sha256(structure_text(kernel))
@@ -58,7 +53,7 @@ class ProgramCache:
                 return None
             self.hits += 1
         p, names = got
-        mine = self.buffer_names(kernel)
+        mine = buffer_names(kernel)
         if names == mine:
             return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
         bodies = p.bodies
@@ -68,7 +63,7 @@ class ProgramCache:
 
     def put(self, key: str, p: Program, kernel: Any) -> None:
         with self._lock:
-            self._programs[key] = (p, self.buffer_names(kernel))
+            self._programs[key] = (p, buffer_names(kernel))
 
     def clear(self) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ from typing import Any
 
 from spyre_shims import kernel_ir as kir
 
-__all__ = ["buffer_names", "structure_text", "structure_digest"]
+__all__ = ["buffer_names", "positional_names", "structure_text", "structure_digest"]
 
 #: id(kernel) -> (a weak reference to it, its structure text, its digest): the
 #: program cache, residency and the executables ask about the same kernels many times.
@@ -24,12 +24,16 @@ def buffer_names(kernel: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(b.name for b in kernel.buffers))
 
 
+def positional_names(kernel: Any) -> dict[str, str]:
+    """Each buffer name of the kernel -> its positional name ``#b<n>``."""
+    return {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
+
+
 def _entry(kernel: Any) -> tuple[Any, bytes, bytes]:
     got = _STRUCTURES.get(id(kernel))
     if got is not None and got[0]() is kernel:
         return got
-    canon = {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
-    text = json.dumps(_rename(json.loads(kir.to_json(kernel)), canon), sort_keys=True).encode()
+    text = json.dumps(_rename(json.loads(kir.to_json(kernel)), positional_names(kernel)), sort_keys=True).encode()
     entry = (None, text, hashlib.sha256(text).digest())
     try:
         ref = weakref.ref(kernel)

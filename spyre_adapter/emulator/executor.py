@@ -373,7 +373,7 @@ class _Execution:
     """One launch of one program."""
 
     def __init__(self, p: Program, card: Card, buffers: MutableMapping[str, torch.Tensor],
-                 sizes: Mapping[sympy.Symbol, int], checking: bool) -> None:
+                 sizes: Mapping[sympy.Symbol, int], checking: bool, pe_threads: int = 1) -> None:
         self.p, self.card, self.buffers, self.checking = p, card, buffers, checking
         self.m = card.machine
         self.sizes = dict(sizes)
@@ -387,7 +387,7 @@ class _Execution:
         self.core_epoch: dict[int, int] = defaultdict(int)
         #: the steps executed so far, as replayable thunks (an unchecked recording launch)
         self.record: list[rp.Thunk] | None = None
-        self.pe_threads = 1
+        self.pe_threads = pe_threads
         #: ring messages a recording launch copies from the sender's LX: (tag, receiver) -> (sender, view)
         self.direct: dict[tuple[int, int], tuple[int, Lx]] = {}
 
@@ -484,7 +484,7 @@ class _Execution:
             self.mailbox[(ins.tag, peer)] = data
 
     def _received(self, core: int, step: int, ins: RingRecv) -> torch.Tensor:
-        data = self.mailbox.pop((ins.tag, core))
+        data = self.take((ins.tag, core))
         if data.numel() != ins.dst.numel or data.dtype != torch_dtype(ins.dst.dtype):
             raise EmulatorError("ring size mismatch", self.p.name, core, step, "ring",
                                 f"#{ins.tag}: {data.numel()} {data.dtype} sent, {ins.dst.numel} {ins.dst.dtype} expected")
@@ -715,6 +715,14 @@ class _Execution:
         for step in thunks:
             step(self)
         self._check_mailbox()
+
+    def take(self, key: tuple[int, int]) -> torch.Tensor:
+        """The ring message ``key`` (tag, receiving core), removed from the mailbox."""
+        data = self.mailbox.pop(key, None)
+        if data is None:
+            raise EmulatorError("ring receive before its send", self.p.name, key[1], -1, "ring",
+                                f"#{key[0]}: the recorded steps are out of order")
+        return data
 
     def _check_mailbox(self) -> None:
         if self.mailbox:
@@ -956,8 +964,7 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
             raise EmulatorError("read of unwritten LX", p.name, r.core, -1, r.buffer,
                                 f"expects {r.buffer}[{r.lo}:{r.hi}] held in LX at {r.addr}; no earlier kernel left it")
         st.fill_(epoch)
-    ex = _Execution(p, card, bufs, sizes or {}, checking)
-    ex.pe_threads = pe_threads
+    ex = _Execution(p, card, bufs, sizes or {}, checking, pe_threads)
     aliased = regroup.aliasing(bufs) if replay is not None and not checking else frozenset()
     if replay is not None and not checking and replay.ready(card, aliased):
         ex.replay(replay.thunks or ())

@@ -125,14 +125,14 @@ def send(src: torch.Tensor, tag: int, peers: Sequence[int]) -> Thunk:
 def recv(dst: torch.Tensor, key: tuple[int, int]) -> Thunk:
     """Take mailbox ``key`` (tag, receiving core) into the LX view ``dst``."""
     def step(ex: Any) -> None:
-        put(dst, ex.mailbox.pop(key))
+        put(dst, ex.take(key))
     return step
 
 
 def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple[int, int]]) -> Thunk:
     """Receives into one LX view of consecutive cores (``out`` stacks them)."""
     def step(ex: Any) -> None:
-        deliver(out, sizes, [ex.mailbox.pop(k) for k in keys])
+        deliver(out, sizes, [ex.take(k) for k in keys])
     return step
 
 

@@ -29,6 +29,7 @@ from ..machine import Machine
 from ..model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
 from ..model.rules import EmulatorError
 from ..model.timing import simulate
+from ..structure import positional_names
 from .loop_program import Hold
 from .loops import Division, Residency, SchedulingError, plan_group
 from .lx_alloc import LxFull
@@ -127,16 +128,14 @@ class _Memo:
         got = self.known.get(id(before))
         if got is None or got[0] is not before or self.cache is None:
             return
-        canon = {name: f"#b{n}" for n, name in enumerate(self.cache.buffer_names(before.kernel))}
-        text = _canonical(carried, canon)
+        text = _canonical(carried, positional_names(before.kernel))
         if text is not None:
             self.known[id(after)] = (after, f"{got[1]}|carry:{text}")
 
     def _key(self, p: Program, m: Machine, what: str, constraints: Any) -> str | None:
         if self.cache is None:
             return None
-        canon = {name: f"#b{n}" for n, name in enumerate(self.cache.buffer_names(p.kernel))}
-        text = _canonical(constraints, canon)
+        text = _canonical(constraints, positional_names(p.kernel))
         if text is None:  # names a buffer the kernel does not have: not shareable between layers
             return None
         sizes = {sidx.index_symbol(k): v for k, v in p.sizes}
