@@ -30,7 +30,7 @@ from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
 __all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
-           "evaluate", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
+           "evaluate", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
            "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
 #: A tile: (start, stop) per dimension.
@@ -456,10 +456,35 @@ def _refs(ins: Instr) -> list[Any]:
 
 Phase = Literal["all", "partial", "finish"]
 
+#: Instructions whose value is a pure function of their operands (and the tile).
+_PURE = frozenset({"constant", "index_expr", "to_dtype", "to_dtype_bitcast", "where", "masked", "getitem", "frexp"})
+
+
+@functools.lru_cache(maxsize=1024)
+def tile_constant_positions(body: tuple[Instr, ...]) -> frozenset[int]:
+    """Body positions whose value depends only on the tile, never on loaded data:
+    constants, index expressions over the tile's own variables (not over an
+    ``indirect`` index, which comes from data), and pure ops of those. Masks
+    of boundary handling are typically all of this kind."""
+    data_symbols = {_index.index_symbol(i.args[4]) for i in body if i.op == "indirect"}
+    out: set[int] = set()
+    for pos, ins in enumerate(body):
+        if ins.mask is not None and not (isinstance(ins.mask, Ref) and ins.mask.id in out):
+            continue
+        if ins.op == "constant":
+            out.add(pos)
+        elif ins.op == "index_expr":
+            if not (_index.free_symbols(_index.as_expr(ins.args[0])) & data_symbols):
+                out.add(pos)
+        elif ins.op in _PURE or ins.op in POINTWISE:
+            if all(a.id in out for a in _refs(ins) if isinstance(a, Ref)):
+                out.add(pos)
+    return frozenset(out)
+
 
 def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = "all",
              reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1,
-             only: frozenset[int] | None = None) -> dict[int, Any]:
+             only: frozenset[int] | None = None, memo: dict[int, Any] | None = None) -> dict[int, Any]:
     """Evaluate ``kernel``'s body over ``tile``, loading and storing through ``memory``.
 
     ``phase="partial"`` runs up to the reductions and returns each reduction's
@@ -468,8 +493,12 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
     ``reduction_splits`` > 1 reduces that many chunks of the tile's reduction
     extent separately and combines them (the numerics of a split reduction).
     ``only`` restricts evaluation to those body positions (an address generator
-    evaluating just what an irregular access's index depends on)."""
+    evaluating just what an irregular access's index depends on).
+    ``memo`` keeps the values of :func:`tile_constant_positions` between
+    evaluations of the same tile (an emulator running one step every launch):
+    they are computed on the first and reused after; pass a dict per tile."""
     body = kernel.body
+    constant = tile_constant_positions(body) if memo is not None else frozenset()
     split_at = reduction_phases(body) if phase != "all" else None
     if phase != "all" and split_at is None:
         raise ValueError(f"{kernel.name}: its body cannot run in phases")
@@ -491,6 +520,9 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
 
     for pos in range(start, stop):
         if only is not None and pos not in only:
+            continue
+        if pos in constant and pos in memo:  # type: ignore[operator]
+            vals[pos] = memo[pos]  # type: ignore[index]
             continue
         ins = body[pos]
         op, args = ins.op, ins.args
@@ -568,6 +600,8 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
             if ins.dtype is not None:
                 out = _round(out, torch_dtype(ins.dtype))
         vals[pos] = out
+        if pos in constant:
+            memo[pos] = out  # type: ignore[index]
     return partials
 
 

@@ -309,8 +309,52 @@ class Diff:
         return "\n".join(lines)
 
 
+def _parameters(signature: str) -> tuple[list[tuple[str, str, bool]], str] | None:
+    """(parameters as (kind, text, has default), return annotation) of a recorded signature."""
+    try:
+        fn = ast.parse(f"def _f{signature}: ...").body[0]
+    except SyntaxError:
+        return None
+    assert isinstance(fn, ast.FunctionDef)
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    params = [("positional", ast.unparse(p), d is not None) for p, d in zip(positional, defaults)]
+    params += [("varargs", ast.unparse(a.vararg), False)] if a.vararg else []
+    params += [("keyword", ast.unparse(p), d is not None) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    params += [("varkw", ast.unparse(a.kwarg), False)] if a.kwarg else []
+    return params, ast.unparse(fn.returns) if fn.returns else ""
+
+
+def _appended(old: Any, new: Any) -> tuple[str, ...] | None:
+    """The parameters ``new`` adds when it is ``old`` with parameters appended
+    that all have defaults (an additive change: every existing call still
+    binds the same way), else None."""
+    if not (isinstance(old, dict) and isinstance(new, dict) and "signature" in old and "signature" in new):
+        return None
+    if {k: v for k, v in old.items() if k != "signature"} != {k: v for k, v in new.items() if k != "signature"}:
+        return None
+    was, now = _parameters(old["signature"]), _parameters(new["signature"])
+    if was is None or now is None or was[1] != now[1]:
+        return None
+    before, after = was[0], now[0]
+    kept = [p for p in after if p in before]
+    extra = [p for p in after if p not in before]
+    if kept != before or not extra or any(kind in ("varargs", "varkw") or not default for kind, _, default in extra):
+        return None
+    # appended positional parameters must come after every old positional one
+    last_old = max((i for i, p in enumerate(after) if p in before and p[0] == "positional"), default=-1)
+    if any(i < last_old for i, p in enumerate(after) if p in extra):
+        return None
+    return tuple(f"parameter {text.split(':')[0]}" for _, text, _ in extra)
+
+
 def _grown(old: Any, new: Any) -> tuple[str, ...] | None:
-    """The added items when ``new`` is ``old`` with more items, else None."""
+    """The added items when ``new`` is ``old`` with more items (or more
+    defaulted parameters), else None."""
+    appended = _appended(old, new)
+    if appended is not None:
+        return appended
     if not (isinstance(old, dict) and isinstance(new, dict) and "items" in old and "items" in new):
         return None
     same_rest = {k: v for k, v in old.items() if k != "items"} == {k: v for k, v in new.items() if k != "items"}

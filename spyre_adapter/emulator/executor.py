@@ -187,9 +187,11 @@ class _LxMemory:
             self.ops = {o.pos: [o] for o in ops}  # type: ignore[union-attr]
         self.targets = targets or {}
         #: a replayed step's memory keeps its windows and gather indices (the
-        #: tile and operands are the same every launch; masks may not be, so
-        #: masked gathers are recomputed)
+        #: tile and operands are the same every launch; a masked gather's
+        #: indices are kept for the very mask tensor they were built under)
         self.memo: dict[Any, Any] | None = None
+        #: and the body values that depend only on the tile (evaluate's ``memo``)
+        self.values: dict[int, Any] | None = None
 
     def _core(self) -> int:
         return self.where if isinstance(self.where, int) else self.where[0]
@@ -215,10 +217,11 @@ class _LxMemory:
         lx = ops[0].lx
         n = lx.sizes[0]
         if self.batched:
-            bases = torch.tensor([o.base for o in ops], dtype=torch.int64)
-            rel_all = start - bases
-            if bool((rel_all != rel_all[0]).any()) or any(o.lx != lx for o in ops):
+            if any(o.lx != lx for o in ops):
                 raise _NotBatchable()
+            rel_all = start - torch.tensor([o.base for o in ops], dtype=torch.int64)
+            if bool((rel_all != rel_all[0]).any()):
+                return None, None  # each core reads its own part of the window: a batched gather
             rel = int(rel_all[0])
             inner = shape[1:]
         else:
@@ -233,13 +236,15 @@ class _LxMemory:
 
     def _gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
                     mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
-        if self.memo is None or mask is not None:
+        if self.memo is None:
             return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
+        # A tile-constant mask is the same tensor every launch (evaluate's memo);
+        # one computed from data is new each time and misses.
         key = ("gather", index, keep, tuple(shape), ops[0].lx, ops[0].base)
         found = self.memo.get(key)
-        if found is None:
-            found = self.memo[key] = self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
-        return found
+        if found is None or found[0] is not mask:
+            found = self.memo[key] = (mask, self._find_gather_idx(ops, name, index, tile, keep, mask, shape))
+        return found[1]
 
     def _find_gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
                          mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
@@ -532,7 +537,7 @@ class _Execution:
             try:
                 self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=None if validated else instrs)
                 if kept is not None and not validated:
-                    mem.memo = {}
+                    mem.memo, mem.values = {}, {}
                     kept[:] = ["batched", (mem, tile)]
                 return
             except _NotBatchable:
@@ -544,7 +549,7 @@ class _Execution:
                      for core, step, v in zip(cores, steps, instrs)]
             if kept is not None:
                 for part in parts:
-                    part[3].memo = {}
+                    part[3].memo, part[3].values = {}, {}
                 kept[:] = ["single", parts]
         for core, step, v, mem, tile in parts:
             mem.ex = self
@@ -553,9 +558,9 @@ class _Execution:
     def _run_vec(self, where: Where, step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
                  tile: Tile, batched: list[Vec] | None = None) -> None:
         if batched is not None:
-            self._prevalidate(mem, kernel, tile)
+            self._prevalidate(mem)
         try:
-            partials = evaluate(kernel, mem, tile, phase=ins.phase)
+            partials = evaluate(kernel, mem, tile, phase=ins.phase, memo=mem.values)
         except KernelFault as exc:
             raise EmulatorError("kernel fault", self.p.name, where if isinstance(where, int) else where[0], step,
                                 "-", str(exc)) from None
@@ -565,19 +570,12 @@ class _Execution:
                 put(self.card.view(where, lx), value)
                 self.mark(where, lx)
 
-    def _prevalidate(self, mem: _LxMemory, kernel: LoopKernel, tile: Tile) -> None:
-        """Raise _NotBatchable before any store when the batch cannot share one view."""
-        for pos, ops in mem.ops.items():
-            ins = kernel.body[pos]
-            if ops[0].kind == "window":
-                if any(o.lx != ops[0].lx for o in ops):
-                    raise _NotBatchable()
-                aff = tile.affine(ins.args[1])
-                if aff is not None:
-                    rel = aff[0] - torch.tensor([o.base for o in ops], dtype=torch.int64)
-                    if bool((rel != rel[0]).any()):
-                        raise _NotBatchable()
-            elif any(o.lx != ops[0].lx for o in ops):
+    @staticmethod
+    def _prevalidate(mem: _LxMemory) -> None:
+        """Raise _NotBatchable before any store when the batch's operands are not
+        at one LX view on every core."""
+        for ops in mem.ops.values():
+            if any(o.lx != ops[0].lx for o in ops):
                 raise _NotBatchable()
 
     def addr_gen(self, core: int, step: int, ins: AddrGen) -> None:

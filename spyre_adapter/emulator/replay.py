@@ -137,7 +137,7 @@ def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple
 
 
 #: Multiply-adds from which a PE step runs on ``threads`` intra-op threads.
-THREADED_MACS = 1 << 22
+THREADED_MACS = 1 << 18
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool, threads: int = 1) -> None:

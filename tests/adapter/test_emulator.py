@@ -234,13 +234,14 @@ def test_unchecked_runs_match_the_checked_run_on_ring_sharing_matmuls(dtype: tor
                                atol=1e-3 if dtype == torch.float32 else 0.5, rtol=1e-2)
 
 
-@pytest.mark.parametrize("case", ["add_2_cores", "add_32_cores", "row_sum_split", "exp_chain"])
+@pytest.mark.parametrize("case", ["add_2_cores", "add_32_cores", "row_sum_split", "exp_chain", "rotate_half"])
 def test_replayed_launches_compute_what_the_program_computes(case: str) -> None:
     """Record the steps of an unchecked launch, replay them on new inputs: the
     outputs equal the reference semantics each time (loads, stores, ring
     partials and vector steps all replayed)."""
     kernel = {"add_2_cores": lambda: K.add(256, 512), "add_32_cores": lambda: K.add(4096, 512),
-              "row_sum_split": lambda: K.row_sum(8, 65536), "exp_chain": lambda: K.exp_chain(512, 256, 4)}[case]()
+              "row_sum_split": lambda: K.row_sum(8, 65536), "exp_chain": lambda: K.exp_chain(512, 256, 4),
+              "rotate_half": lambda: K.rotate_half(128, 4, 128)}[case]()
     p = plan_group(kernel, DEFAULT, {}, case, force=Division(2)) if case == "add_2_cores" else plan(kernel, DEFAULT, {})
     card, replay = Card(DEFAULT), Replay()
     for seed, checking in ((0, True), (1, False), (2, False), (3, False)):

@@ -20,6 +20,7 @@ import pytest
 
 import spyre_shims
 from spyre_shims import backend, index, kernel_ir
+from spyre_shims.backend import Backend
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("api_snapshot", ROOT / "tools" / "api_snapshot.py")
@@ -56,14 +57,38 @@ def test_snapshot_records_the_api_level(recorded: dict[str, Any]) -> None:
 
 def test_a_changed_signature_is_a_breaking_difference(baseline: dict[str, Any],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    def register_backend(backend: Any, *, replace: bool = False) -> None:  # one keyword more
+    def register_backend(backend: Any, *, replace: bool) -> None:  # a required keyword more
         """Stand-in."""
 
     monkeypatch.setattr(backend, "register_backend", register_backend)
     diff = api_snapshot.compare(baseline, api_snapshot.snapshot())
     assert [c[0] for c in diff.changed] == ["spyre_shims.backend.register_backend"]
     assert diff.breaking and not diff.added and not diff.removed
-    assert "replace: bool = False" in diff.report()
+    assert "replace: bool" in diff.report()
+
+
+def test_an_appended_parameter_with_a_default_is_additive(baseline: dict[str, Any],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/api-policy.md: a new keyword parameter with a default, after the existing ones."""
+    def register_backend(backend: Backend, *, replace: bool = False) -> None:
+        """Stand-in."""
+
+    monkeypatch.setattr(backend, "register_backend", register_backend)
+    diff = api_snapshot.compare(baseline, api_snapshot.snapshot())
+    assert diff.extended == (("spyre_shims.backend.register_backend", ("parameter replace",)),)
+    assert not diff.changed and not diff.breaking
+
+
+@pytest.mark.parametrize("signature", [
+    "(replace: bool = False, backend: Any) -> None",   # inserted before an existing parameter
+    "(backend: Any, replace: bool = False) -> int",    # the return type changed too
+    "(backend: Any, *args: Any) -> None",              # a catch-all is not a parameter with a default
+    "(backend: int, replace: bool = False) -> None",   # an existing annotation changed
+])
+def test_other_grown_signatures_stay_breaking(signature: str) -> None:
+    old = {"kind": "function", "signature": "(backend: Any) -> None"}
+    diff = api_snapshot.compare({"modules": {"m": {"f": old}}}, {"modules": {"m": {"f": {**old, "signature": signature}}}})
+    assert [c[0] for c in diff.changed] == ["m.f"] and diff.breaking
 
 
 def test_a_changed_dataclass_field_default_is_detected(baseline: dict[str, Any],

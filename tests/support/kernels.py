@@ -70,6 +70,29 @@ def transpose_copy(a: int, b: int, c: int, dtype: str = "float16") -> KernelGrou
                        ("x", "out"))
 
 
+def rotate_half(rows: int, heads: int, dim: int, dtype: str = "float32") -> KernelGroup:
+    """Rotary embedding as Inductor lowers it: out = x * cos + rotate_half(x) * sin,
+    the halves selected by masks built from index expressions (``x`` is
+    (rows, heads, dim), ``cos``/``sin`` are (rows, dim))."""
+    half = dim // 2
+    row, col = heads * dim * I0 + dim * I1 + I2, dim * I0 + I2
+    body = (
+        Instr("load", ("x", row), dtype), Instr("load", ("cos", col), dtype), Instr("mul", (Ref(0), Ref(1)), dtype),
+        Instr("index_expr", (I2, "int64"), "int64"), Instr("constant", (half, "int64"), "int64"),
+        Instr("lt", (Ref(3), Ref(4)), "bool"),
+        Instr("load", ("x", row + half), dtype, Ref(5)), Instr("neg", (Ref(6),), dtype),
+        Instr("constant", (0.0, dtype), dtype), Instr("masked", (Ref(5), Ref(7), Ref(8)), dtype),
+        Instr("ge", (Ref(3), Ref(4)), "bool"),
+        Instr("load", ("x", row - half), dtype, Ref(10)), Instr("masked", (Ref(10), Ref(11), Ref(8)), dtype),
+        Instr("where", (Ref(5), Ref(9), Ref(12)), dtype),
+        Instr("load", ("sin", col), dtype), Instr("mul", (Ref(13), Ref(14)), dtype), Instr("add", (Ref(2), Ref(15)), dtype),
+        Instr("store", ("out", row, Ref(16), None)))
+    lk = LoopKernel("rope", (sympy.Integer(rows), sympy.Integer(heads), sympy.Integer(dim)), (), body)
+    return KernelGroup("rope", (lk,), (buf("x", (rows, heads, dim), dtype), buf("cos", (rows, dim), dtype),
+                                       buf("sin", (rows, dim), dtype), buf("out", (rows, heads, dim), dtype, "output")),
+                       ("x", "cos", "sin", "out"))
+
+
 def mm(m: int, n: int, k: int, dtype: str = "float16") -> ExternKernel:
     return ExternKernel("mm", "mm", (buf("a", (m, k), dtype), buf("b", (k, n), dtype)),
                         buf("c", (m, n), dtype, "output"), ("a", "b", "c"))
