@@ -757,7 +757,8 @@ class _Execution:
                 p for p in g[2].peers if (g[2].tag, p) not in self.direct))) for g in group]  # type: ignore[attr-defined]
             if not any(g[2].peers for g in group):  # type: ignore[attr-defined]
                 return None
-        if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) and _even_spacing(group) is None:
+        lead = _spacing(group) if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) else None
+        if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) and lead is None:
             return rp.sequence([self._thunk([g]) for g in group])
         if len(group) == 1:
             if isinstance(ins, DmaLoad):
@@ -771,10 +772,10 @@ class _Execution:
         if isinstance(ins, Pe):
             where = where_of([g[0] for g in group])
             return rp.pe(view(where, ins.a), view(where, ins.b), view(where, ins.acc), ins.accumulate)
-        elif isinstance(ins, DmaLoad) and (delta := _even_spacing(group)) is not None:
-            return rp.batched_load(view(where_of([g[0] for g in group]), ins.dst), ins.src, len(group), delta)
-        elif isinstance(ins, DmaStore) and (delta := _even_spacing(group)) is not None:
-            return rp.batched_store(view(where_of([g[0] for g in group]), ins.src), ins.dst, len(group), delta,
+        elif isinstance(ins, DmaLoad) and lead is not None:
+            return rp.batched_load(self._lead_view(where_of([g[0] for g in group]), ins.dst, lead), ins.src, lead)
+        elif isinstance(ins, DmaStore) and lead is not None:
+            return rp.batched_store(self._lead_view(where_of([g[0] for g in group]), ins.src, lead), ins.dst, lead,
                                     ins.accumulate)
         elif isinstance(ins, RingSend):
             return rp.batched_send(view(where_of([g[0] for g in group]), ins.src),
@@ -811,22 +812,26 @@ class _Execution:
 
     def _batched_dma(self, group: list[tuple[int, int, Instruction]]) -> bool:
         """Loads (stores) of equal shape into (from) the same LX view of a core
-        range, to (from) regions spaced evenly: one strided copy."""
-        delta = _even_spacing(group)
-        if delta is None:
+        range, to (from) regions spaced evenly or on a 2-D grid: one strided copy."""
+        lead = _spacing(group)
+        if lead is None:
             return False
         first = group[0][2]
         where = where_of([g[0] for g in group])
-        dram = rp.region(self.buffers, first.src if isinstance(first, DmaLoad) else first.dst, len(group), delta)
+        dram = rp.region(self.buffers, first.src if isinstance(first, DmaLoad) else first.dst, lead)
         if isinstance(first, DmaLoad):
-            put(self.card.view(where, first.dst), dram)
+            put(self._lead_view(where, first.dst, lead), dram)
             self.mark(where, first.dst)
         else:
             assert isinstance(first, DmaStore)
             for c, step, ins in group:
                 self.check_written(c, ins.src, step, ins.dst.buffer, None)  # type: ignore[union-attr]
-            rp.write_dram(dram, self.card.view(where, first.src), first.accumulate)
+            rp.write_dram(dram, self._lead_view(where, first.src, lead), first.accumulate)
         return True
+
+    def _lead_view(self, where: Where, lx: Lx, lead: tuple[tuple[int, int], ...]) -> torch.Tensor:
+        """``lx`` over a core range, its core dim split like the DRAM side's ``lead`` dims."""
+        return self.card.view(where, lx).unflatten(0, tuple(n for n, _ in lead))
 
     def _one(self, core: int, step: int, ins: Instruction) -> None:
         handler = _HANDLERS.get(type(ins))
@@ -847,17 +852,28 @@ class _Execution:
                                         f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
 
 
-def _even_spacing(group: list[tuple[int, int, Instruction]]) -> int | None:
-    """The offset step between a DMA group's DRAM regions when they are spaced
-    evenly (one strided copy moves them all), else None. Stores must also not
-    overlap: their stacked view must address each element once."""
+def _spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int], ...] | None:
+    """How a DMA group's DRAM regions lie, as leading (count, offset step) dims
+    of one strided view: ``((n, delta),)`` when spaced evenly, or ``((rows, d0),
+    (cols, d1))`` when the k-th region is at ``(k // cols) * d0 + (k % cols) * d1``
+    (a 2-D tiling spread over a core range); else None. Stores must also not
+    overlap: the stacked view must address each element once."""
     regions: list[Region] = [g[2].src if isinstance(g[2], DmaLoad) else g[2].dst for g in group]  # type: ignore[union-attr]
-    delta = regions[1].offset - regions[0].offset
-    if delta < 0 or any(r.offset != regions[0].offset + k * delta for k, r in enumerate(regions)):
+    offs = [r.offset - regions[0].offset for r in regions]
+    n = len(offs)
+    found = None
+    for cols in (d for d in range(n, 1, -1) if n % d == 0):
+        d1, d0 = offs[1], (offs[cols] if cols < n else 0)
+        if d1 < 0 or d0 < 0 or any(o != (k // cols) * d0 + (k % cols) * d1 for k, o in enumerate(offs)):
+            continue
+        found = ((n, d1),) if cols == n else ((n // cols, d0), (cols, d1))
+        break
+    if found is None:
         return None
-    if isinstance(group[0][2], DmaStore) and not _disjoint((len(group), *regions[0].sizes), (delta, *regions[0].strides)):
+    if isinstance(group[0][2], DmaStore) and not _disjoint(
+            (*(c for c, _ in found), *regions[0].sizes), (*(d for _, d in found), *regions[0].strides)):
         return None
-    return delta
+    return found
 
 
 def _core_grid(pairs: list[tuple[int, int]]) -> tuple[tuple[int, int], tuple[int, tuple[int, int]],

@@ -49,11 +49,11 @@ def put(out: torch.Tensor, value: torch.Tensor) -> None:
     out.copy_(value if value.shape == out.shape else value.reshape(out.shape))
 
 
-def region(buffers: Any, r: Region, cores: int = 0, delta: int = 0) -> torch.Tensor:
-    """The DRAM view of region ``r`` in ``buffers``; with ``cores``, that many
-    equal regions ``delta`` elements apart stacked as a leading dimension."""
+def region(buffers: Any, r: Region, lead: tuple[tuple[int, int], ...] = ()) -> torch.Tensor:
+    """The DRAM view of region ``r`` in ``buffers``; with ``lead`` (count, offset
+    step) dims, equal regions at those offsets stacked as leading dimensions."""
     flat = buffers[r.buffer]
-    sizes, strides = ((cores, *r.sizes), (delta, *r.strides)) if cores else (r.sizes, r.strides)
+    sizes, strides = (*(n for n, _ in lead), *r.sizes), (*(d for _, d in lead), *r.strides)
     return flat.as_strided(sizes, strides, flat.storage_offset() + r.offset)
 
 
@@ -82,10 +82,11 @@ def load(dst: torch.Tensor, r: Region) -> Thunk:
     return step
 
 
-def batched_load(dst: torch.Tensor, r: Region, cores: int, delta: int) -> Thunk:
-    """Equal loads of consecutive cores from regions ``delta`` elements apart: one copy."""
+def batched_load(dst: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...]) -> Thunk:
+    """Equal loads of a core range from regions laid out as ``lead`` (see
+    :func:`region`; ``dst`` stacks the cores the same way): one copy."""
     def step(ex: Any) -> None:
-        put(dst, region(ex.buffers, r, cores, delta))
+        put(dst, region(ex.buffers, r, lead))
     return step
 
 
@@ -96,10 +97,10 @@ def store(src: torch.Tensor, r: Region, accumulate: bool) -> Thunk:
     return step
 
 
-def batched_store(src: torch.Tensor, r: Region, cores: int, delta: int, accumulate: bool) -> Thunk:
-    """Equal stores of a core range to disjoint regions ``delta`` elements apart: one copy."""
+def batched_store(src: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...], accumulate: bool) -> Thunk:
+    """Equal stores of a core range to disjoint regions laid out as ``lead``: one copy."""
     def step(ex: Any) -> None:
-        write_dram(region(ex.buffers, r, cores, delta), src, accumulate)
+        write_dram(region(ex.buffers, r, lead), src, accumulate)
     return step
 
 

@@ -5,6 +5,7 @@ replay must compute what the program computes."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -107,6 +108,30 @@ def test_a_view_called_disjoint_addresses_no_element_twice(dims, lead) -> None:
     addrs = [sum(i * s for i, s in zip(ix, strides)) for ix in itertools.product(*(range(n) for n in sizes))]
     if executor._disjoint(sizes, strides):
         assert len(addrs) == len(set(addrs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=2, max_size=12), st.booleans())
+def test_dma_spacing_is_found_only_where_one_strided_view_holds_every_region(offsets, store) -> None:
+    """Any offsets: when _spacing names a layout, the stacked view's k-th region
+    starts at the k-th offset (loads and stores), and stores never overlap."""
+    group = [(c, 0, _store("a", o) if store else _load("a", o)) for c, o in enumerate(offsets)]
+    lead = executor._spacing(group)
+    if lead is None:
+        return
+    assert len(lead) in (1, 2) and math.prod(n for n, _ in lead) == len(offsets)
+    starts = [sum(i * d for i, (_, d) in zip(ix, lead)) for ix in itertools.product(*(range(n) for n, _ in lead))]
+    assert [o - offsets[0] for o in offsets] == starts
+    if store:
+        flat = [s + j for s in starts for j in range(32)]
+        assert len(flat) == len(set(flat))
+
+
+def test_dma_spacing_recognises_a_2d_tiling_spread_over_cores() -> None:
+    offs = [0, 256, 131072, 131328]
+    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate(offs)]) == ((2, 131072), (2, 256))
+    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 128])]) == ((3, 64),)
+    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 100])]) is None
 
 
 def test_progressions_batch_evenly_stepped_cores() -> None:
