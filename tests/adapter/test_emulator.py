@@ -87,6 +87,25 @@ def test_dropping_a_load_reads_unwritten_lx() -> None:
         K.run_program(_replace_instr(p, 0, i, None), g)
 
 
+@pytest.mark.parametrize("launches", [0, 600])
+def test_a_checked_launch_accepts_only_its_own_writes_after_many_launches(launches: int) -> None:
+    """Unchecked launches take no stamp (a decode loop would otherwise rewrite
+    every core's stamps every 254 launches) and checked ones wrap around past
+    254: either way, a program whose load was dropped still reads unwritten LX,
+    though the same bytes were written by the launches before it."""
+    g = K.add(64, 512)
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
+    card, replay = Card(DEFAULT), Replay()
+    bufs = K.buffers(g, 0)
+    execute(p, bufs, card, checking=True)
+    for k in range(launches):
+        execute(p, bufs, card, checking=k % 2 == 0, replay=None if k % 2 == 0 else replay)
+    assert card.epoch == 1 + launches // 2 - (254 if launches // 2 >= 254 else 0)
+    i, _ = _first(p, DmaLoad)
+    with pytest.raises(EmulatorError, match="read of unwritten LX"):
+        execute(_replace_instr(p, 0, i, None), K.buffers(g, 1), card, checking=True)
+
+
 def test_dma_outside_a_tensor_is_an_error() -> None:
     g = K.add(64, 512)
     p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
