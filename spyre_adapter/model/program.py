@@ -322,7 +322,9 @@ class Candidate:
 class LoopPlan:
     """How a loop-kernel group is divided: ``row_cores`` contiguous row ranges
     (or a ``grid`` of per-dimension splits), each reduction split in ``rsplit``
-    chunks; ``tiles`` per core (the most any core has)."""
+    chunks; ``tiles`` per core (the most any core has). A kernel with run-time
+    sizes is divided as at their bucket (each size rounded up to a power of
+    two): ``estimate_ns`` and ``candidates`` are the bucket's."""
 
     row_cores: int
     rsplit: int

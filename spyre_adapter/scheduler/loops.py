@@ -26,7 +26,7 @@ from ..machine import Machine
 from ..machine_spec import DoesNotFitError
 from ..model.bodies import accesses, indirect_levels
 from ..structure import structure_digest
-from ..model.program import Candidate, Program
+from ..model.program import Candidate, LoopPlan, Program
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import DeadlockError, simulate
 from ..model.program import Resident, itemsize
@@ -364,6 +364,14 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
     return best, costs
 
 
+def size_bucket(sizes: Mapping[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
+    """Run-time sizes rounded up to powers of two: the range a division is chosen
+    for. A decode loop's KV length changes every token; choosing the division per
+    range pays the candidates' estimates once per range, not once per token (the
+    program is still built, checked and timed for the exact sizes)."""
+    return {k: 1 << (v - 1).bit_length() if v > 0 else v for k, v in sizes.items()}
+
+
 def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int, rsplit: int,
                      shared: frozenset[tuple[str, int]]) -> dict[str, bytes | None]:
     """Per streamed buffer, the exact stick set a core reads (canonical bytes; None
@@ -462,6 +470,15 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if least > m.lx_usable_bytes:
         raise SchedulingError(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
                               "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
+    if sizes and force is None and residency is None and size_bucket(sizes) != dict(sizes):
+        # Run-time sizes: the division (or grid) is chosen once for their bucket
+        # and built here for the exact sizes.
+        recipe = _bucket_recipe(group, m, size_bucket(sizes), name, lx_planning)
+        if recipe is not None:
+            try:
+                return _build_recipe(gm, m, recipe, name, sizes, lx_planning)
+            except (LxFull, Unbuildable, EmulatorError, DeadlockError):
+                pass  # what the bucket chose does not build at these sizes: choose here
     costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
     order = sorted(costs, key=lambda d: (costs[d], d.used))
     cand = tuple(Candidate(f"{d.cores}x{d.rsplit}", round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
@@ -490,6 +507,52 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(shown) + ")",
                           f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
                           f"span_bytes_per_core={m.span_bytes_per_core}", name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Recipe:
+    """What a group's plan at a size bucket chose: a row division or a grid, with
+    the estimates it was chosen by (at the bucket's sizes)."""
+
+    division: Division | None
+    grid: tuple[int, ...]
+    estimate_ns: float
+    candidates: tuple[Candidate, ...]
+
+
+#: Recipes by (structure, machine, bucket, LX planning); None: nothing fits at the bucket.
+_RECIPES: dict[tuple[Any, ...], _Recipe | None] = {}
+_MAX_RECIPES = 1 << 12
+
+
+def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol, int], name: str,
+                   lx_planning: bool) -> _Recipe | None:
+    """The division or grid :func:`plan_group` chooses at ``bucket`` (planned
+    there once, with every check of a plan)."""
+    key = (structure_digest(group), m, tuple(sorted((str(k), int(v)) for k, v in bucket.items())), lx_planning)
+    if key not in _RECIPES:
+        if len(_RECIPES) >= _MAX_RECIPES:
+            _RECIPES.clear()
+        try:
+            plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
+        except DoesNotFitError:
+            plan = None
+        _RECIPES[key] = None if not isinstance(plan, LoopPlan) else _Recipe(
+            None if plan.grid else Division(plan.row_cores, plan.rsplit), plan.grid, plan.estimate_ns, plan.candidates)
+    return _RECIPES[key]
+
+
+def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes: Mapping[sympy.Symbol, int],
+                  lx_planning: bool) -> Program:
+    """The program of a bucket's choice at the exact sizes; its plan keeps the
+    bucket's estimates. A grid is simulated to the end first: never hand out
+    one that cannot finish."""
+    if recipe.division is not None:
+        return _build_division(gm, m, recipe.division, name, sizes, recipe.estimate_ns, recipe.candidates,
+                               not lx_planning)
+    q = _build_grid(gm, m, recipe.grid, name, sizes, recipe.candidates)
+    simulate(q, m, keep_events=False)
+    return q
 
 
 def _data_dependent_stores(group: KernelGroup) -> bool:

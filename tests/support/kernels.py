@@ -93,6 +93,31 @@ def rotate_half(rows: int, heads: int, dim: int, dtype: str = "float32") -> Kern
                        ("x", "cos", "sin", "out"))
 
 
+#: The run-time size symbol of :func:`rows_times_row`.
+S0 = sidx.index_symbol("s0")
+
+
+def rows_times_row(cols: int, dtype: str = "float32") -> KernelGroup:
+    """out[i0, i1] = a[i0, i1] * w[i1] over ``s0`` rows known at run time only
+    (a decode loop's growing dimension)."""
+    body = (Instr("load", ("a", cols * I0 + I1), dtype), Instr("load", ("w", I1), dtype),
+            Instr("mul", (Ref(0), Ref(1)), dtype), Instr("store", ("out", cols * I0 + I1, Ref(2), None)))
+    lk = LoopKernel("op0", (S0, sympy.Integer(cols)), (), body)
+
+    def spec(name: str, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, (S0, sympy.Integer(cols)), (sympy.Integer(cols), sympy.Integer(1)),
+                          sympy.Integer(0), S0 * cols, role)
+    return KernelGroup("rows_times_row", (lk,), (spec("a", "input"), buf("w", (cols,), dtype),
+                                                 spec("out", "output")), ("a", "w", "out"), ("s0",))
+
+
+def sized_buffers(kernel: KernelGroup, sizes: Mapping[sympy.Symbol, int], seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random flat tensors for every argument buffer at run-time ``sizes``."""
+    g = torch.Generator().manual_seed(seed)
+    return {b.name: torch.randn(int(b.storage_numel.xreplace(dict(sizes))), generator=g).to(torch_dtype(b.dtype))
+            for b in kernel.buffers if b.role != "internal"}
+
+
 def mm(m: int, n: int, k: int, dtype: str = "float16") -> ExternKernel:
     return ExternKernel("mm", "mm", (buf("a", (m, k), dtype), buf("b", (k, n), dtype)),
                         buf("c", (m, n), dtype, "output"), ("a", "b", "c"))

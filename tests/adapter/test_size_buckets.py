@@ -1,0 +1,54 @@
+"""Kernels with run-time sizes (a decode loop's KV length) choose their division
+once per size bucket and build it for the exact sizes: fewer estimates, the
+same checked programs, the same results."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.support import kernels as K
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_adapter.scheduler import loops
+from spyre_shims.reference import run_kernel
+
+
+def test_sizes_round_up_to_a_power_of_two() -> None:
+    assert loops.size_bucket({K.S0: 17}) == {K.S0: 32}
+    assert loops.size_bucket({K.S0: 32, K.I0: 1}) == {K.S0: 32, K.I0: 1}
+    assert loops.size_bucket({K.S0: 0}) == {K.S0: 0}
+
+
+@pytest.mark.parametrize("rows", [17, 23, 31, 32, 33])
+def test_a_bucket_s_division_runs_right_at_every_size_in_it(rows: int) -> None:
+    """Built for the exact size, checked on its first launch, compared with the
+    reference semantics; divided as at the bucket."""
+    kernel = K.rows_times_row(512)
+    sizes = {K.S0: rows}
+    p = loops.plan_group(kernel, DEFAULT, sizes, "k")
+    at_bucket = loops.plan_group(kernel, DEFAULT, loops.size_bucket(sizes), "k")
+    assert (p.plan.row_cores, p.plan.rsplit, p.plan.grid) == \
+        (at_bucket.plan.row_cores, at_bucket.plan.rsplit, at_bucket.plan.grid)
+    got = K.sized_buffers(kernel, sizes, seed=rows)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want, sizes)
+    execute(p, got, Card(DEFAULT), sizes, checking=True)
+    torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+
+
+def test_sizes_of_one_bucket_estimate_their_candidates_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = K.rows_times_row(384)
+    calls: list[object] = []
+    real = loops._estimate
+    monkeypatch.setattr(loops, "_estimate", lambda gm, m, d: calls.append(d) or real(gm, m, d))
+    loops._RECIPES.clear()
+    loops._ESTIMATES.clear()
+    loops.plan_group(kernel, DEFAULT, {K.S0: 65}, "k")
+    first = len(calls)
+    assert first > 0
+    for rows in range(66, 128, 7):
+        loops.plan_group(kernel, DEFAULT, {K.S0: rows}, "k")
+    assert len(calls) == first  # rows 66..127 share the bucket of 128
+    loops.plan_group(kernel, DEFAULT, {K.S0: 129}, "k")
+    assert len(calls) > first  # a new bucket chooses again
