@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import sympy
 
@@ -28,7 +29,8 @@ from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import lower_bound_ns, simulate
 from ..model.program import itemsize
-from .loops import plan_group
+from .loops import plan_group, size_bucket
+from ..structure import structure_digest
 from .lx_alloc import LxFull
 from .matmul_program import build as build_program
 from .matmul_program import per_core as _per_core
@@ -281,6 +283,27 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         return _empty_sum(kernel, m, sizes, name)
     ranked = candidates(s, m, share, max_cores, naive)
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
+
+    def plan_of(g: Grid, c: Cost) -> MatmulPlan:
+        _, mb, nb, kb = _per_core(s, g, m)
+        return MatmulPlan((g.gb, g.gm, g.gn, g.gk), (min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)), g.order,
+                          share and not naive, round(m.pe_efficiency(min(g.tm, mb)), 3), round(c.total_ns, 1),
+                          len(ranked))
+
+    if sizes and not naive and not a_held and size_bucket(sizes) != dict(sizes):
+        # Run-time sizes: the core grid and loop order are chosen at their bucket
+        # (see loops.size_bucket); the best-ranked tiling of it here is built
+        # and checked, and planning continues below only if it does not fit.
+        chosen = _bucket_grid(kernel, m, size_bucket(sizes), name, share, max_cores)
+        g_c = next(((g, c) for g, c in ranked if (g.gb, g.gm, g.gn, g.gk, g.order) == chosen
+                    and _stick_exclusive(kernel, s, g, m, sizes)), None)
+        if g_c is not None:
+            try:
+                prog = build_program(kernel, s, g_c[0], m, sizes, name, share, plan_of(*g_c))
+                static_check(prog, m, numels)
+                return prog
+            except (LxFull, EmulatorError):
+                pass
     built: list[_Built] = []
     order = itertools.count()
     reasons: list[str] = []
@@ -328,12 +351,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                 break
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
-        bb, mb, nb, kb = _per_core(s, g, m)
-        eff = m.pe_efficiency(min(g.tm, mb))
-        plan = MatmulPlan((g.gb, g.gm, g.gn, g.gk), (min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)), g.order,
-                          share and not naive, round(eff, 3), round(c.total_ns, 1), len(ranked))
         try:
-            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan, a_held)
+            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
         except (LxFull, EmulatorError) as exc:
             reasons.append(str(exc))
             continue
@@ -345,6 +364,26 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                                 f"({'; '.join(reasons[:2]) or 'no candidate'})",
                                 f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
     return best
+
+
+#: The (batch, M, N, K) core grid and loop order a matmul's plan chose at a
+#: size bucket, by (structure, machine, bucket, sharing, core limit); None: none fits.
+_BUCKET_GRIDS: dict[tuple[Any, ...], tuple[int, int, int, int, str] | None] = {}
+
+
+def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol, int], name: str, share: bool,
+                 max_cores: int | None) -> tuple[int, int, int, int, str] | None:
+    """What :func:`plan_matmul` chooses at ``bucket`` (planned there once)."""
+    key = (structure_digest(kernel), m, tuple(sorted((str(k), int(v)) for k, v in bucket.items())), share, max_cores)
+    if key not in _BUCKET_GRIDS:
+        if len(_BUCKET_GRIDS) >= 1 << 12:
+            _BUCKET_GRIDS.clear()
+        try:
+            plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
+        except DoesNotFitError:
+            plan = None
+        _BUCKET_GRIDS[key] = (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
+    return _BUCKET_GRIDS[key]
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,

@@ -11,6 +11,7 @@ from tests.support import kernels as K
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.scheduler import loops
+from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_shims.reference import run_kernel
 
 
@@ -52,3 +53,33 @@ def test_sizes_of_one_bucket_estimate_their_candidates_once(monkeypatch: pytest.
     assert len(calls) == first  # rows 66..127 share the bucket of 128
     loops.plan_group(kernel, DEFAULT, {K.S0: 129}, "k")
     assert len(calls) > first  # a new bucket chooses again
+
+
+@pytest.mark.parametrize("rows", [65, 100, 127])
+def test_a_matmul_with_run_time_rows_uses_its_bucket_s_core_grid(rows: int) -> None:
+    kernel = K.mm_rows(512, 256)
+    sizes = {K.S0: rows}
+    p = plan_matmul(kernel, DEFAULT, sizes, "k")
+    at_bucket = plan_matmul(kernel, DEFAULT, loops.size_bucket(sizes), "k")
+    assert (p.plan.grid, p.plan.order) == (at_bucket.plan.grid, at_bucket.plan.order)
+    got = K.sized_buffers(kernel, sizes, seed=rows)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want, sizes)
+    execute(p, got, Card(DEFAULT), sizes, checking=True)
+    torch.testing.assert_close(got["c"].float(), want["c"].float(), rtol=1e-2, atol=1e-2)
+
+
+def test_matmul_sizes_of_one_bucket_are_not_simulated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spyre_adapter.scheduler import matmul
+
+    kernel = K.mm_rows(384, 192)
+    calls: list[object] = []
+    real = matmul.simulate
+    monkeypatch.setattr(matmul, "simulate", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    matmul._BUCKET_GRIDS.clear()
+    plan_matmul(kernel, DEFAULT, {K.S0: 70}, "k")
+    first = len(calls)
+    assert first > 0  # the bucket's candidates were simulated
+    for rows in (80, 99, 127):
+        plan_matmul(kernel, DEFAULT, {K.S0: rows}, "k")
+    assert len(calls) == first

@@ -111,7 +111,16 @@ def rows_times_row(cols: int, dtype: str = "float32") -> KernelGroup:
                                                  spec("out", "output")), ("a", "w", "out"), ("s0",))
 
 
-def sized_buffers(kernel: KernelGroup, sizes: Mapping[sympy.Symbol, int], seed: int = 0) -> dict[str, torch.Tensor]:
+def mm_rows(n: int, k: int, dtype: str = "float16") -> ExternKernel:
+    """c = a @ b with ``s0`` rows of ``a`` known at run time only."""
+    def spec(name: str, cols: int, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, (S0, sympy.Integer(cols)), (sympy.Integer(cols), sympy.Integer(1)),
+                          sympy.Integer(0), S0 * cols, role)
+    return ExternKernel("mm_rows", "mm", (spec("a", k, "input"), buf("b", (k, n), dtype)), spec("c", n, "output"),
+                        ("a", "b", "c"), symbols=("s0",))
+
+
+def sized_buffers(kernel: KernelGroup | ExternKernel, sizes: Mapping[sympy.Symbol, int], seed: int = 0) -> dict[str, torch.Tensor]:
     """Random flat tensors for every argument buffer at run-time ``sizes``."""
     g = torch.Generator().manual_seed(seed)
     return {b.name: torch.randn(int(b.storage_numel.xreplace(dict(sizes))), generator=g).to(torch_dtype(b.dtype))
