@@ -33,7 +33,7 @@ from ..model.program import Resident, itemsize
 from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from .lx_alloc import LxFull
 from spyre_shims import index as sidx
-from spyre_shims.reference import concrete
+from spyre_shims.reference import KernelFault, concrete
 from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged, stick_intervals,
                        union_footprint)
 
@@ -535,7 +535,7 @@ def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol,
             _RECIPES.clear()
         try:
             plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
-        except DoesNotFitError:
+        except (DoesNotFitError, KernelFault):  # (sizes rounded up independently can break an index)
             plan = None
         _RECIPES[key] = None if not isinstance(plan, LoopPlan) else _Recipe(
             None if plan.grid else Division(plan.row_cores, plan.rsplit), plan.grid, plan.estimate_ns, plan.candidates)

@@ -18,7 +18,7 @@ from typing import Any
 import sympy
 
 from spyre_shims.kernel_ir import ExternKernel
-from spyre_shims.reference import concrete
+from spyre_shims.reference import KernelFault, concrete
 
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
@@ -380,7 +380,7 @@ def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol,
             _BUCKET_GRIDS.clear()
         try:
             plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
-        except DoesNotFitError:
+        except (DoesNotFitError, KernelFault):  # (sizes rounded up independently can break an index)
             plan = None
         _BUCKET_GRIDS[key] = (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
     return _BUCKET_GRIDS[key]
