@@ -58,10 +58,14 @@ class LoopInfo:
     #: footprints already computed, per (access, box, stick): the planner asks
     #: for the same ones for every candidate division
     cache: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)
+    #: storage elements of each buffer the kernel touches (bounds every footprint)
+    numels: Mapping[str, int] = dataclasses.field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
-def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.Symbol, int]) -> LoopInfo:
-    """Concrete :class:`LoopInfo` of a loop kernel."""
+def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.Symbol, int],
+            numels: Mapping[str, int] | None = None) -> LoopInfo:
+    """Concrete :class:`LoopInfo` of a loop kernel (``numels``: the buffers' storage
+    elements, which bound what any access of them can touch)."""
     ranges = tuple(concrete(r, sizes) for r in kernel.ranges)
     red = tuple(concrete(r, sizes) for r in kernel.reduction_ranges)
     accesses = []
@@ -75,7 +79,8 @@ def analyse(kernel: LoopKernel, dtypes: Mapping[str, str], sizes: Mapping[sympy.
                                    ins.op == "store_reduction"))
     v1, s1, v2, s2 = op_counts(tuple(kernel.body))
     kinds = tuple(i.args[2] for i in kernel.body if i.op == "reduction")
-    return LoopInfo(kernel, ranges, red, math.prod(ranges), math.prod(red), v1, s1, v2, s2, tuple(accesses), kinds)
+    return LoopInfo(kernel, ranges, red, math.prod(ranges), math.prod(red), v1, s1, v2, s2, tuple(accesses), kinds,
+                    numels=dict(numels or {}))
 
 
 _COMPARE = {"lt": (None, 0), "le": (None, 1), "gt": (1, None), "ge": (0, None)}
@@ -294,7 +299,17 @@ def access_footprint(info: LoopInfo, acc: Access, a: int, b: int, stick: int,
         e, s, _ = _box_sticks(info, acc, full, stick)
         total_e += e
         total_s += s
-    return total_e, total_s * stick
+    return total_e, _within_buffer(info, acc, total_s * stick, stick)
+
+
+def _within_buffer(info: LoopInfo, acc: Access, nbytes: int, stick: int) -> int:
+    """``nbytes`` (in sticks) of ``acc`` bounded by its buffer's own sticks: a
+    gather through a data-dependent index is counted a stick per gathered run,
+    which for a small buffer read many times is more than the buffer holds."""
+    numel = info.numels.get(acc.buffer)
+    if numel is None:
+        return nbytes
+    return min(nbytes, (-(-numel * acc.itemsize // stick) + 1) * stick)
 
 
 def stick_intervals(info: LoopInfo, acc: Access, a: int, b: int, stick: int,
@@ -346,10 +361,11 @@ def union_footprint(info: LoopInfo, accs: Sequence[Access], a: int, b: int, stic
     if len(accs) == 1:
         one = _boxes_of(info, accs[0], a, b, red)
         if len(one) <= 1:  # one box: its stick count is the union already (no intervals to merge)
-            return sum(_box_sticks(info, accs[0], full, stick)[1] for full in one) * stick
+            return _within_buffer(info, accs[0], sum(_box_sticks(info, accs[0], full, stick)[1] for full in one) * stick,
+                                  stick)
     union = union_bytes([stick_intervals(info, acc, a, b, stick, red) for acc in accs], stick)
     if union is None:
-        return sum(access_footprint(info, x, a, b, stick, red)[1] for x in accs)
+        return _within_buffer(info, accs[0], sum(access_footprint(info, x, a, b, stick, red)[1] for x in accs), stick)
     return union
 
 

@@ -103,7 +103,8 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     and re-read operands in LX (off: every sub-kernel reads and writes DRAM, the
     baseline torch-spyre measured without LX planning)."""
     dtypes = {b.name: b.dtype for b in group.buffers}
-    infos = [analyse(k, dtypes, sizes) for k in group.kernels]
+    numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in group.buffers}
+    infos = [analyse(k, dtypes, sizes, numels) for k in group.kernels]
     rows = min(i.numel for i in infos) if infos else 0
     if rows and all(i.numel % rows == 0 for i in infos):
         mult = [i.numel // rows for i in infos]

@@ -93,6 +93,25 @@ def rotate_half(rows: int, heads: int, dim: int, dtype: str = "float32") -> Kern
                        ("x", "cos", "sin", "out"))
 
 
+def gather_scale_row_sum(rows: int, cols: int, choices: int = 4) -> KernelGroup:
+    """A MoE combine followed by a norm's reduction, as Inductor fuses them:
+    t[i0, i1] = x[i0, i1] * w[i0, idx[i0]] (a tiny routing-weight buffer read at
+    every point through a data-dependent index), then s[i0] = sum_i1 t[i0, i1]."""
+    v0 = sidx.index_symbol("v0")
+    op0 = LoopKernel("op0", (sympy.Integer(rows), sympy.Integer(cols)), (), (
+        Instr("load", ("x", cols * I0 + I1), "float32"), Instr("load", ("idx", I0), "int64"),
+        Instr("indirect", (Ref(1), choices, True, False, "v0"), "int64"),
+        Instr("load", ("w", choices * I0 + v0), "float32"), Instr("mul", (Ref(0), Ref(3)), "float32"),
+        Instr("store", ("t", cols * I0 + I1, Ref(4), None))))
+    op1 = LoopKernel("op1", (sympy.Integer(rows),), (sympy.Integer(cols),), (
+        Instr("load", ("t", cols * I0 + R0), "float32"),
+        Instr("reduction", ("float32", "float32", "sum", Ref(0)), "float32"),
+        Instr("store_reduction", ("s", I0, Ref(1)))))
+    return KernelGroup("gather_row_sum", (op0, op1), (
+        buf("x", (rows, cols), "float32"), buf("idx", (rows,), "int64"), buf("w", (rows, choices), "float32"),
+        buf("t", (rows, cols), "float32", "internal"), buf("s", (rows,), "float32", "output")), ("x", "idx", "w", "s"))
+
+
 #: The run-time size symbol of :func:`rows_times_row`.
 S0 = sidx.index_symbol("s0")
 
