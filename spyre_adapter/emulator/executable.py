@@ -15,9 +15,11 @@ import sympy
 import torch
 
 from spyre_shims import kernel_ir as kir
+from spyre_shims.backend import warn_fallback
 from spyre_shims.reference import KernelFault, run_kernel
 
 from ..machine import Machine
+from ..machine_spec import DoesNotFitError
 from ..model.program import DmaStore, Program, itemsize
 from ..model.rules import EmulatorError
 from ..model.timing import Timeline, simulate
@@ -85,6 +87,8 @@ class Executable:
         self.card = card
         self.recorder = recorder
         self._programs: dict[tuple, Program] = {}
+        #: run-time sizes no program fits: the kernel runs on the host there
+        self._on_host: set[tuple] = set()
         self._derived: dict[int, _Derived] = {}
         self._lock = threading.Lock()
         #: also run the reference semantics and compare (SPYRE_VERIFY=1): which kernel goes wrong
@@ -115,7 +119,24 @@ class Executable:
             self._programs = {(): program}
 
     def __call__(self, buffers: MutableMapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
-        p = self.program(sizes)
+        key = self._key(sizes)
+        if key in self._on_host:
+            run_kernel(self.kernel, buffers, sizes)
+            return
+        try:
+            p = self.program(sizes)
+        except DoesNotFitError as exc:
+            # Known only now that the run-time sizes are: the kernel's reference
+            # semantics run on the host instead, announced (a compile-time misfit
+            # falls back the same way through Inductor).
+            if not isinstance(self.kernel, (kir.KernelGroup, kir.ExternKernel)) or \
+                    getattr(self.kernel, "op", "") == "attention":
+                raise
+            warn_fallback(f"{self.name} at run-time sizes {dict(sorted((str(k), v) for k, v in (sizes or {}).items()))}: "
+                          f"{exc}")
+            self._on_host.add(key)
+            run_kernel(self.kernel, buffers, sizes)
+            return
         d = self._derived.setdefault(id(p), _Derived())
         first = not d.checked
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)

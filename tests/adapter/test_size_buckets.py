@@ -4,6 +4,8 @@ same checked programs, the same results."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
@@ -83,3 +85,30 @@ def test_matmul_sizes_of_one_bucket_are_not_simulated_again(monkeypatch: pytest.
     for rows in (80, 99, 127):
         plan_matmul(kernel, DEFAULT, {K.S0: rows}, "k")
     assert len(calls) == first
+
+
+def test_a_kernel_no_program_fits_at_its_run_time_sizes_runs_on_the_host_announced() -> None:
+    """Known only at launch: the reference semantics run on the host, with a
+    fallback warning naming the kernel and the sizes (once per size), instead
+    of an error deep inside the model's forward."""
+    from spyre_adapter.backend import plan
+    from spyre_adapter.emulator.executable import Executable
+    from spyre_adapter.report import DeviceReport
+    from spyre_shims.backend import FallbackWarning
+
+    tiny = DEFAULT.replace(lx_usable_bytes=256)  # not even one stick per operand, double-buffered
+    kernel = K.rows_times_row(256)
+    exe = Executable(kernel, tiny, plan, Card(tiny), DeviceReport())
+    for rows, warned in ((40, True), (40, False), (70, True)):
+        sizes = {K.S0: rows}
+        got = K.sized_buffers(kernel, sizes, seed=rows)
+        want = {k: v.clone() for k, v in got.items()}
+        run_kernel(kernel, want, sizes)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            exe(got, sizes)
+        fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+        assert bool(fallbacks) == warned
+        if warned:
+            assert "rows_times_row" in fallbacks[0] and f"'s0': {rows}" in fallbacks[0] and "LX" in fallbacks[0]
+        torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
