@@ -31,6 +31,7 @@ __all__ = [
     "FusionCandidate",
     "Launch",
     "FallbackWarning",
+    "warn_fallback",
     "register_backend",
     "get_backend",
     "registered_backends",
@@ -144,6 +145,9 @@ def register_backend(backend: Backend) -> None:
 
 def warn_fallback(what: str) -> None:
     """The one place host fallbacks are announced (attributed to the compiled
-    program, not to a line of generated code)."""
+    program, not to a line of generated code): a :class:`FallbackWarning`
+    reading ``fallback to host execution: <what>``. A backend calls it for work
+    it hands to the host at run time (a kernel no program fits at the sizes of
+    a launch)."""
     warnings.warn_explicit(f"fallback to host execution: {what}", FallbackWarning,
                            filename="<compiled program>", lineno=0, module="spyre_shims")
