@@ -862,15 +862,14 @@ def _spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int]
     (a 2-D tiling spread over a core range); else None. Stores must also not
     overlap: the stacked view must address each element once."""
     regions: list[Region] = [g[2].src if isinstance(g[2], DmaLoad) else g[2].dst for g in group]  # type: ignore[union-attr]
-    offs = [r.offset - regions[0].offset for r in regions]
+    offs = [r.offset for r in regions]
     n = len(offs)
     found = None
-    for cols in (d for d in range(n, 1, -1) if n % d == 0):
-        d1, d0 = offs[1], (offs[cols] if cols < n else 0)
-        if d1 < 0 or d0 < 0 or any(o != (k // cols) * d0 + (k % cols) * d1 for k, o in enumerate(offs)):
-            continue
-        found = ((n, d1),) if cols == n else ((n // cols, d0), (cols, d1))
-        break
+    for cols in _row_lengths(n):
+        fit = _grid_strides(offs, cols)
+        if fit is not None:
+            found = ((n, fit[1]),) if cols == n else ((n // cols, fit[0]), (cols, fit[1]))
+            break
     if found is None:
         return None
     if isinstance(group[0][2], DmaStore) and not _disjoint(
@@ -888,20 +887,29 @@ def _core_grid(pairs: list[tuple[int, int]]) -> tuple[tuple[int, int], tuple[int
     n = len(pairs)
     if n < 2 or len({r for r, _ in pairs}) != n:
         return None
-    for cols in (d for d in range(n, 1, -1) if n % d == 0):
-        rows = n // cols
-        strides = []
-        for side in (0, 1):
-            first = pairs[0][side]
-            inner = pairs[1][side] - first
-            outer = pairs[cols][side] - first if rows > 1 else 0
-            strides.append((outer, inner))
-        if min(min(s) for s in strides) < 0:
-            continue
-        if all(pairs[k][side] == pairs[0][side] + (k // cols) * strides[side][0] + (k % cols) * strides[side][1]
-               for k in range(n) for side in (0, 1)):
-            return (rows, cols), (pairs[0][0], strides[0]), (pairs[0][1], strides[1])
+    receivers, senders = [r for r, _ in pairs], [c for _, c in pairs]
+    for cols in _row_lengths(n):
+        rs, ss = _grid_strides(receivers, cols), _grid_strides(senders, cols)
+        if rs is not None and ss is not None:
+            return (n // cols, cols), (pairs[0][0], rs), (pairs[0][1], ss)
     return None
+
+
+def _row_lengths(n: int) -> Iterator[int]:
+    """Row lengths a sequence of ``n`` items can be laid out in, longest first
+    (``n`` itself: one row)."""
+    return (d for d in range(n, 1, -1) if n % d == 0)
+
+
+def _grid_strides(values: Sequence[int], cols: int) -> tuple[int, int] | None:
+    """(outer, inner) >= 0 with ``values[k] == values[0] + (k // cols) * outer +
+    (k % cols) * inner`` for every k, else None (``outer`` is 0 for one row)."""
+    inner = values[1] - values[0]
+    outer = values[cols] - values[0] if cols < len(values) else 0
+    if inner < 0 or outer < 0 or any(v != values[0] + (k // cols) * outer + (k % cols) * inner
+                                     for k, v in enumerate(values)):
+        return None
+    return outer, inner
 
 
 def _even_pairs(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:

@@ -32,8 +32,9 @@ from ..model.timing import DeadlockError, simulate
 from ..model.program import Resident, itemsize
 from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from .lx_alloc import LxFull
+from .size_buckets import BucketChoices, bucket_of, sizes_key
 from spyre_shims import index as sidx
-from spyre_shims.reference import KernelFault, concrete
+from spyre_shims.reference import concrete
 from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged, stick_intervals,
                        union_footprint)
 
@@ -139,7 +140,7 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     kinds = {k for i in infos for k in i.reduction_kinds}
     gm = GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos), kinds)
     gm.load_groups = _load_groups(gm)  # asked for by every core of every candidate division
-    gm.key = (structure_digest(group), m, tuple(sorted((str(k), int(v)) for k, v in sizes.items())), lx_planning)
+    gm.key = (structure_digest(group), m, sizes_key(sizes), lx_planning)
     return gm
 
 
@@ -365,14 +366,6 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
     return best, costs
 
 
-def size_bucket(sizes: Mapping[sympy.Symbol, int]) -> dict[sympy.Symbol, int]:
-    """Run-time sizes rounded up to powers of two: the range a division is chosen
-    for. A decode loop's KV length changes every token; choosing the division per
-    range pays the candidates' estimates once per range, not once per token (the
-    program is still built, checked and timed for the exact sizes)."""
-    return {k: 1 << (v - 1).bit_length() if v > 0 else v for k, v in sizes.items()}
-
-
 def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int, rsplit: int,
                      shared: frozenset[tuple[str, int]]) -> dict[str, bytes | None]:
     """Per streamed buffer, the exact stick set a core reads (canonical bytes; None
@@ -471,10 +464,11 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if least > m.lx_usable_bytes:
         raise SchedulingError(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
                               "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
-    if sizes and force is None and residency is None and size_bucket(sizes) != dict(sizes):
+    bucket = bucket_of(sizes) if force is None and residency is None else None
+    if bucket is not None:
         # Run-time sizes: the division (or grid) is chosen once for their bucket
         # and built here for the exact sizes.
-        recipe = _bucket_recipe(group, m, size_bucket(sizes), name, lx_planning)
+        recipe = _bucket_recipe(group, m, bucket, name, lx_planning)
         if recipe is not None:
             try:
                 return _build_recipe(gm, m, recipe, name, sizes, lx_planning)
@@ -521,26 +515,19 @@ class _Recipe:
     candidates: tuple[Candidate, ...]
 
 
-#: Recipes by (structure, machine, bucket, LX planning); None: nothing fits at the bucket.
-_RECIPES: dict[tuple[Any, ...], _Recipe | None] = {}
-_MAX_RECIPES = 1 << 12
+#: Recipes by (structure, machine, bucket, LX planning).
+_RECIPES: BucketChoices[_Recipe] = BucketChoices()
 
 
 def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol, int], name: str,
                    lx_planning: bool) -> _Recipe | None:
     """The division or grid :func:`plan_group` chooses at ``bucket`` (planned
     there once, with every check of a plan)."""
-    key = (structure_digest(group), m, tuple(sorted((str(k), int(v)) for k, v in bucket.items())), lx_planning)
-    if key not in _RECIPES:
-        if len(_RECIPES) >= _MAX_RECIPES:
-            _RECIPES.clear()
-        try:
-            plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
-        except (DoesNotFitError, KernelFault):  # (sizes rounded up independently can break an index)
-            plan = None
-        _RECIPES[key] = None if not isinstance(plan, LoopPlan) else _Recipe(
+    def plan_at_bucket() -> _Recipe | None:
+        plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
+        return None if not isinstance(plan, LoopPlan) else _Recipe(
             None if plan.grid else Division(plan.row_cores, plan.rsplit), plan.grid, plan.estimate_ns, plan.candidates)
-    return _RECIPES[key]
+    return _RECIPES.get((structure_digest(group), m, sizes_key(bucket), lx_planning), plan_at_bucket)
 
 
 def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes: Mapping[sympy.Symbol, int],

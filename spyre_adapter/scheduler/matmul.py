@@ -13,12 +13,11 @@ import dataclasses
 import functools
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import sympy
 
 from spyre_shims.kernel_ir import ExternKernel
-from spyre_shims.reference import KernelFault, concrete
+from spyre_shims.reference import concrete
 
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
@@ -29,7 +28,8 @@ from ..model.program import CoreProgram, MatmulPlan, Program, Resident
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import lower_bound_ns, simulate
 from ..model.program import itemsize
-from .loops import plan_group, size_bucket
+from .loops import plan_group
+from .size_buckets import BucketChoices, bucket_of, sizes_key
 from ..structure import structure_digest
 from .lx_alloc import LxFull
 from .matmul_program import build as build_program
@@ -290,11 +290,12 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                           share and not naive, round(m.pe_efficiency(min(g.tm, mb)), 3), round(c.total_ns, 1),
                           len(ranked))
 
-    if sizes and not naive and not a_held and size_bucket(sizes) != dict(sizes):
+    bucket = bucket_of(sizes) if not naive and not a_held else None
+    if bucket is not None:
         # Run-time sizes: the core grid and loop order are chosen at their bucket
-        # (see loops.size_bucket); the best-ranked tiling of it here is built
-        # and checked, and planning continues below only if it does not fit.
-        chosen = _bucket_grid(kernel, m, size_bucket(sizes), name, share, max_cores)
+        # (see .size_buckets); the best-ranked tiling of it here is built and
+        # checked, and planning continues below only if it does not fit.
+        chosen = _bucket_grid(kernel, m, bucket, name, share, max_cores)
         g_c = next(((g, c) for g, c in ranked if (g.gb, g.gm, g.gn, g.gk, g.order) == chosen
                     and _stick_exclusive(kernel, s, g, m, sizes)), None)
         if g_c is not None:
@@ -367,23 +368,17 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
 
 
 #: The (batch, M, N, K) core grid and loop order a matmul's plan chose at a
-#: size bucket, by (structure, machine, bucket, sharing, core limit); None: none fits.
-_BUCKET_GRIDS: dict[tuple[Any, ...], tuple[int, int, int, int, str] | None] = {}
+#: size bucket, by (structure, machine, bucket, sharing, core limit).
+_BUCKET_GRIDS: BucketChoices[tuple[int, int, int, int, str]] = BucketChoices()
 
 
 def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol, int], name: str, share: bool,
                  max_cores: int | None) -> tuple[int, int, int, int, str] | None:
     """What :func:`plan_matmul` chooses at ``bucket`` (planned there once)."""
-    key = (structure_digest(kernel), m, tuple(sorted((str(k), int(v)) for k, v in bucket.items())), share, max_cores)
-    if key not in _BUCKET_GRIDS:
-        if len(_BUCKET_GRIDS) >= 1 << 12:
-            _BUCKET_GRIDS.clear()
-        try:
-            plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
-        except (DoesNotFitError, KernelFault):  # (sizes rounded up independently can break an index)
-            plan = None
-        _BUCKET_GRIDS[key] = (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
-    return _BUCKET_GRIDS[key]
+    def plan_at_bucket() -> tuple[int, int, int, int, str] | None:
+        plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
+        return (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
+    return _BUCKET_GRIDS.get((structure_digest(kernel), m, sizes_key(bucket), share, max_cores), plan_at_bucket)
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,

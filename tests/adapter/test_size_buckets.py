@@ -13,14 +13,15 @@ from tests.support import kernels as K
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.scheduler import loops
+from spyre_adapter.scheduler.size_buckets import size_bucket
 from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_shims.reference import run_kernel
 
 
 def test_sizes_round_up_to_a_power_of_two() -> None:
-    assert loops.size_bucket({K.S0: 17}) == {K.S0: 32}
-    assert loops.size_bucket({K.S0: 32, K.I0: 1}) == {K.S0: 32, K.I0: 1}
-    assert loops.size_bucket({K.S0: 0}) == {K.S0: 0}
+    assert size_bucket({K.S0: 17}) == {K.S0: 32}
+    assert size_bucket({K.S0: 32, K.I0: 1}) == {K.S0: 32, K.I0: 1}
+    assert size_bucket({K.S0: 0}) == {K.S0: 0}
 
 
 @pytest.mark.parametrize("rows", [17, 23, 31, 32, 33])
@@ -30,7 +31,7 @@ def test_a_bucket_s_division_runs_right_at_every_size_in_it(rows: int) -> None:
     kernel = K.rows_times_row(512)
     sizes = {K.S0: rows}
     p = loops.plan_group(kernel, DEFAULT, sizes, "k")
-    at_bucket = loops.plan_group(kernel, DEFAULT, loops.size_bucket(sizes), "k")
+    at_bucket = loops.plan_group(kernel, DEFAULT, size_bucket(sizes), "k")
     assert (p.plan.row_cores, p.plan.rsplit, p.plan.grid) == \
         (at_bucket.plan.row_cores, at_bucket.plan.rsplit, at_bucket.plan.grid)
     got = K.sized_buffers(kernel, sizes, seed=rows)
@@ -62,7 +63,7 @@ def test_a_matmul_with_run_time_rows_uses_its_bucket_s_core_grid(rows: int) -> N
     kernel = K.mm_rows(512, 256)
     sizes = {K.S0: rows}
     p = plan_matmul(kernel, DEFAULT, sizes, "k")
-    at_bucket = plan_matmul(kernel, DEFAULT, loops.size_bucket(sizes), "k")
+    at_bucket = plan_matmul(kernel, DEFAULT, size_bucket(sizes), "k")
     assert (p.plan.grid, p.plan.order) == (at_bucket.plan.grid, at_bucket.plan.order)
     got = K.sized_buffers(kernel, sizes, seed=rows)
     want = {k: v.clone() for k, v in got.items()}
