@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
+import numpy as np
 import sympy
 import torch
 
@@ -62,6 +63,7 @@ class Card:
         self.stamp = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
         self.epoch = 0
         self._typed: dict[torch.dtype, torch.Tensor] = {}
+        self._bits: dict[int, Any] = {}
         # Views by (core or core range, LX view): a program's steps use the same
         # few views every launch, and building one costs more than the copy it serves.
         self._views: dict[tuple[Any, Lx], torch.Tensor] = {}
@@ -76,6 +78,14 @@ class Card:
             self.stamp.masked_fill_(self.stamp != HELD, 0)  # every stamp but HELD restarts
             self.epoch = 1
         return self.epoch
+
+    def bits(self, itemsize: int) -> Any:
+        """Every core's LX, flat, as a numpy array of ``itemsize``-byte integers
+        sharing the card's memory (the gathered replay steps address it)."""
+        b = self._bits.get(itemsize)
+        if b is None:
+            b = self._bits[itemsize] = rp.bits(self.lx.view(-1)).view(rp.INTS[itemsize])
+        return b
 
     def typed(self, dtype: torch.dtype) -> torch.Tensor:
         """Every core's LX as elements of ``dtype``: (cores, lx_bytes / itemsize)."""
@@ -709,7 +719,26 @@ class _Execution:
             src = self.direct.get((ins.tag, c)) if isinstance(ins, RingRecv) else None
             return ("direct", ins.dst, src[1]) if src else _signature(ins)
 
-        return regroup.regroup(order, lvls, signature)
+        def shape(item: tuple[int, int, Instruction]) -> Any:
+            c, _, ins = item
+            if isinstance(ins, RingRecv):
+                src = self.direct.get((ins.tag, c))
+                return ("copy", _lx_shape(ins.dst), _lx_shape(src[1])) if src and _gatherable(ins.dst, src[1]) else None
+            if isinstance(ins, DmaLoad) and self._dram_gatherable(ins.src, ins.dst):
+                return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, _lx_shape(ins.dst))
+            if isinstance(ins, DmaStore) and not ins.accumulate and self._dram_gatherable(ins.dst, ins.src) \
+                    and _disjoint(ins.dst.sizes, ins.dst.strides):
+                return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, _lx_shape(ins.src))
+            return None
+
+        return regroup.regroup(order, lvls, signature, shape)
+
+    def _dram_gatherable(self, r: Region, lx: Lx) -> bool:
+        """Whether DMA between ``r`` and ``lx`` copies bits (same dtype, no
+        conversion) over non-negative strides, so it can run gathered."""
+        buf = self.buffers.get(r.buffer)
+        return buf is not None and buf.dtype == torch_dtype(lx.dtype) and min(r.strides, default=0) >= 0 \
+            and _gatherable(lx, lx)
 
     def replay(self, thunks: Sequence[rp.Thunk]) -> None:
         """Run a recorded launch's steps in their order (unchecked launches only)."""
@@ -743,6 +772,8 @@ class _Execution:
     def _thunk(self, group: list[tuple[int, int, Instruction]]) -> rp.Thunk | None:
         """The group as a replayable step, its LX views resolved now (None: nothing
         to do, a send whose every message is copied by its receiver)."""
+        if isinstance(group, regroup.Gathered):
+            return self._gathered(group)
         c, _, ins = group[0]
         view = self.card.view
         if isinstance(ins, RingRecv) and (ins.tag, c) in self.direct:
@@ -791,6 +822,33 @@ class _Execution:
             kept: list[Any] = [None, None]
             return lambda ex: ex.vec(cores, steps, instrs, kept)
         return lambda ex: ex._dispatch(group)
+
+    def _tiles(self, lx: Lx) -> Any:
+        """The card's tiles shaped like ``lx`` at every element offset (see :func:`.replay.tiles`)."""
+        return rp.tiles(self.card.bits(lx.itemsize), lx.sizes, lx.strides)
+
+    def _offsets(self, pairs: Sequence[tuple[int, Lx]]) -> Any:
+        """Element offsets of (core, view) pairs in the card's flat memory."""
+        width = self.m.lx_bytes
+        return np.array([(core * width + lx.addr) // lx.itemsize for core, lx in pairs], dtype=np.int64)
+
+    def _gathered(self, group: list[tuple[int, int, Instruction]]) -> rp.Thunk:
+        """A :class:`.regroup.Gathered` group as one gather and scatter."""
+        ins = group[0][2]
+        if isinstance(ins, RingRecv):
+            src = [self.direct[(g[2].tag, g[0])] for g in group]  # type: ignore[attr-defined]
+            return rp.gathered_copy(self._tiles(ins.dst), self._offsets([(g[0], g[2].dst) for g in group]),  # type: ignore[attr-defined]
+                                    self._tiles(src[0][1]), self._offsets(src), (len(group), *ins.dst.sizes))
+        if isinstance(ins, DmaLoad):
+            return rp.gathered_load(self._tiles(ins.dst), self._offsets([(g[0], g[2].dst) for g in group]),  # type: ignore[attr-defined]
+                                    ins.src.buffer, ins.src.sizes, ins.src.strides,
+                                    np.array([g[2].src.offset for g in group], dtype=np.int64),  # type: ignore[attr-defined]
+                                    (len(group), *ins.dst.sizes))
+        assert isinstance(ins, DmaStore)
+        return rp.gathered_store(self._tiles(ins.src), self._offsets([(g[0], g[2].src) for g in group]),  # type: ignore[attr-defined]
+                                 ins.dst.buffer, ins.dst.sizes, ins.dst.strides,
+                                 np.array([g[2].dst.offset for g in group], dtype=np.int64),  # type: ignore[attr-defined]
+                                 (len(group), *ins.dst.sizes))
 
     def _senders(self, cores: list[int], src: Lx) -> torch.Tensor:
         """``src`` on sender cores stepping evenly upward (one sender to many: expanded)."""
@@ -853,6 +911,19 @@ class _Execution:
                 if hit:
                     raise EmulatorError("cross-core write conflict", self.p.name, hit[1], -1, buf,
                                         f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
+
+
+def _lx_shape(lx: Lx) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
+    """What a gathered step needs equal across its views: dtype, sizes, strides."""
+    return lx.dtype, lx.sizes, lx.strides
+
+
+def _gatherable(dst: Lx, src: Lx) -> bool:
+    """Whether a copy from ``src`` to ``dst`` can run gathered: bits copied as
+    they are (one element size), strides non-negative, and no element of the
+    destination written twice (a broadcast destination is not)."""
+    return dst.itemsize == src.itemsize and min(src.strides, default=0) >= 0 and \
+        _disjoint(dst.sizes, dst.strides) and dst.addr % dst.itemsize == 0 and src.addr % src.itemsize == 0
 
 
 def _spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int], ...] | None:

@@ -16,7 +16,9 @@ core, DRAM elements in blocks per buffer (a data-dependent gather or scatter
 touches its whole buffer), ring messages by (tag, receiver). Buffers that share
 storage in the launch count as one buffer, touched whole. A ring message whose
 source bytes the sender does not overwrite before the receive is marked for a
-direct copy from the sender's LX (see :func:`levels`).
+direct copy from the sender's LX (see :func:`levels`). Equal-shaped steps of a
+level that no strided core view holds (unrelated cores and addresses) can pool
+into one :class:`Gathered` group, run as one gather and scatter.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from spyre_shims.kernel_ir import LoopKernel
 from ..machine import Machine
 from ..model.program import Barrier, Instruction, Lx, Region, RingRecv, RingSend, dram_accesses, lx_accesses
 
-__all__ = ["Item", "LX_BLOCK", "DRAM_BLOCKS", "aliasing", "levels", "regroup"]
+__all__ = ["Item", "LX_BLOCK", "DRAM_BLOCKS", "MIN_STRIDED", "Gathered", "aliasing", "levels", "regroup"]
 
 #: One step of one core: (core, step index, instruction).
 Item = tuple[int, int, Instruction]
@@ -40,6 +42,14 @@ Item = tuple[int, int, Instruction]
 LX_BLOCK = 64
 #: DRAM conflict blocks per buffer at most (a large buffer gets coarser blocks).
 DRAM_BLOCKS = 1 << 16
+#: Steps a run of evenly spaced cores needs to stay one strided op rather than
+#: join its level's gather (a gather moves the data twice, a strided op once).
+MIN_STRIDED = 4
+
+
+class Gathered(list):  # type: ignore[type-arg]
+    """A group of steps of one level with equal shapes at unrelated cores and
+    addresses: run as one gather and scatter, not as one strided op."""
 
 
 def aliasing(buffers: Mapping[str, torch.Tensor]) -> frozenset[str]:
@@ -142,9 +152,12 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
     return out
 
 
-def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Item], Hashable | None]) -> list[list[Item]]:
+def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Item], Hashable | None],
+            shape: Callable[[Item], Hashable | None] | None = None) -> list[list[Item]]:
     """``items`` in level order, batched: per level and signature, runs of
-    consecutive cores become one group (an unbatchable step stays alone)."""
+    consecutive cores become one group (an unbatchable step stays alone). With
+    ``shape`` (a key of steps that can run gathered, else None), a level's runs
+    of one shape shorter than :data:`MIN_STRIDED` pool into one :class:`Gathered`."""
     by_level: dict[int, dict[Any, list[Item]]] = defaultdict(dict)
     for n, (item, lvl) in enumerate(zip(items, lvls)):
         if isinstance(item[2], Barrier):
@@ -154,8 +167,19 @@ def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Ite
         by_level[lvl].setdefault(key, []).append(item)
     groups: list[list[Item]] = []
     for lvl in sorted(by_level):
+        pools: dict[Any, list[list[Item]]] = {}
         for members in by_level[lvl].values():
-            groups += _progressions(sorted(members, key=lambda t: t[0]))
+            for run in _progressions(sorted(members, key=lambda t: t[0])):
+                key = shape(run[0]) if shape is not None and len(run) < MIN_STRIDED else None
+                if key is None:
+                    groups.append(run)
+                else:
+                    pools.setdefault(key, []).append(run)
+        for runs in pools.values():
+            if len(runs) == 1:
+                groups.append(runs[0])
+            else:
+                groups.append(Gathered(item for run in runs for item in run))
     return groups
 
 

@@ -18,11 +18,13 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..model.program import Region
 
-__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence", "copy"]
+__all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence", "copy",
+           "INTS", "bits", "tiles", "gathered_copy", "gathered_load", "gathered_store"]
 
 #: One recorded step: run on a launch (the executor's state for one execution).
 Thunk = Callable[[Any], None]
@@ -179,4 +181,61 @@ def copy(dst: torch.Tensor, src: torch.Tensor) -> Thunk:
     (the sender does not overwrite it before the receive)."""
     def step(ex: Any) -> None:
         put(dst, src)
+    return step
+
+
+# ------------------------------------------------------------------ gathered steps
+# Steps of one dependence level with equal shapes but unrelated cores and
+# addresses (cores drift apart, double buffers alternate) have no common strided
+# view. They run as one gather of every step's source tile and one scatter to
+# every step's destination: numpy fancy indexing over a view holding "the tile
+# at every start offset" (overlapping, read and written only at the steps'
+# offsets). Bytes move as integers of the element's size, so every dtype (bf16
+# too) copies bit for bit; arithmetic views the gathered bits as the real dtype.
+
+INTS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
+_TORCH_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bits(t: torch.Tensor) -> np.ndarray:
+    """The elements of the flat tensor ``t`` as a numpy array of same-size
+    integers sharing its memory."""
+    return t.detach().view(_TORCH_INTS[t.element_size()]).numpy()
+
+
+def tiles(flat: np.ndarray, sizes: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """``flat``'s tiles of ``sizes``/``strides`` (elements, non-negative) at every
+    start offset, as the leading dim of one overlapping view: ``tiles(...)[o]``
+    is the tile starting at element ``o``."""
+    extent = sum(s * (n - 1) for n, s in zip(sizes, strides)) + 1
+    isz = flat.itemsize
+    return np.lib.stride_tricks.as_strided(flat, (flat.shape[0] - extent + 1, *sizes),
+                                           (isz, *(s * isz for s in strides)))
+
+
+def gathered_copy(dst: np.ndarray, dst_idx: np.ndarray, src: np.ndarray, src_idx: np.ndarray,
+                  shape: tuple[int, ...]) -> Thunk:
+    """Ring messages copied straight from senders' LX: tile ``src_idx[k]`` of
+    ``src`` to tile ``dst_idx[k]`` of ``dst`` (both :func:`tiles` views of the
+    card; ``shape``: the gathered tiles as the destination's)."""
+    def step(ex: Any) -> None:
+        dst[dst_idx] = src[src_idx].reshape(shape)
+    return step
+
+
+def gathered_load(dst: np.ndarray, dst_idx: np.ndarray, buffer: str, sizes: tuple[int, ...],
+                  strides: tuple[int, ...], src_idx: np.ndarray, shape: tuple[int, ...]) -> Thunk:
+    """DMA loads of equal regions of DRAM ``buffer`` (starting at ``src_idx``) into
+    the LX tiles ``dst_idx`` of ``dst``."""
+    def step(ex: Any) -> None:
+        dst[dst_idx] = tiles(bits(ex.buffers[buffer]), sizes, strides)[src_idx].reshape(shape)
+    return step
+
+
+def gathered_store(src: np.ndarray, src_idx: np.ndarray, buffer: str, sizes: tuple[int, ...],
+                   strides: tuple[int, ...], dst_idx: np.ndarray, shape: tuple[int, ...]) -> Thunk:
+    """DMA stores (overwriting, regions disjoint) of the LX tiles ``src_idx`` of
+    ``src`` to equal regions of DRAM ``buffer`` starting at ``dst_idx``."""
+    def step(ex: Any) -> None:
+        tiles(bits(ex.buffers[buffer]), sizes, strides)[dst_idx] = src[src_idx].reshape(shape)
     return step

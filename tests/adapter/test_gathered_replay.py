@@ -1,0 +1,101 @@
+"""Steps of one dependence level with equal shapes at unrelated cores and LX
+addresses run as one gather and scatter in a replayed launch: the tiles view
+must address exactly each step's elements, and the gathered replay must compute
+what the program computes, for every dtype (bits are copied as integers)."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.support import kernels as K
+from spyre_adapter.backend import plan
+from spyre_adapter.emulator import regroup
+from spyre_adapter.emulator import replay as rp
+from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.machine import DEFAULT
+from spyre_shims.reference import run_kernel
+
+
+@settings(max_examples=60, deadline=None)
+@given(dims=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 9)), min_size=1, max_size=3),
+       starts=st.lists(st.integers(0, 40), min_size=1, max_size=5, unique=True))
+def test_tiles_address_the_tile_at_each_start(dims, starts) -> None:
+    sizes, strides = tuple(n for n, _ in dims), tuple(s for _, s in dims)
+    extent = sum(s * (n - 1) for n, s in dims) + 1
+    flat = torch.arange(extent + 48, dtype=torch.int32)
+    view = rp.tiles(rp.bits(flat), sizes, strides)
+    got = view[np.array(starts)]
+    for k, o in enumerate(starts):
+        assert np.array_equal(got[k], flat.as_strided(sizes, strides, o).numpy())
+
+
+def test_a_scatter_through_tiles_writes_only_the_chosen_tiles() -> None:
+    flat = torch.zeros(64, dtype=torch.bfloat16)
+    view = rp.tiles(rp.bits(flat), (2, 3), (8, 1))
+    src = torch.tensor([[1.5, 2.5, 3.5], [4.5, 5.5, 6.5]], dtype=torch.bfloat16)
+    view[np.array([4, 30])] = rp.bits(src.reshape(-1)).reshape(1, 2, 3)
+    want = torch.zeros(64, dtype=torch.bfloat16)
+    for o in (4, 30):
+        want.as_strided((2, 3), (8, 1), o).copy_(src)
+    assert torch.equal(flat, want)
+
+
+def _gathered_kinds(monkeypatch: pytest.MonkeyPatch) -> collections.Counter:
+    seen: collections.Counter = collections.Counter()
+    orig = regroup.regroup
+
+    def spy(*a, **k):
+        out = orig(*a, **k)
+        seen.update(type(g[0][2]).__name__ for g in out if isinstance(g, regroup.Gathered))
+        return out
+    monkeypatch.setattr(regroup, "regroup", spy)
+    return seen
+
+
+def _run(kernel, p, seeds=(0, 1, 2, 3)) -> Replay:
+    """A checked launch, a recording one, then replays, each on new inputs
+    against the kernel's reference semantics."""
+    card, replay = Card(DEFAULT), Replay()
+    for n, seed in enumerate(seeds):
+        got = K.buffers(kernel, seed)
+        want = {k: v.clone() for k, v in got.items()}
+        run_kernel(kernel, want)
+        execute(p, got, card, checking=n == 0, replay=None if n == 0 else replay)
+        K.assert_same(got, want, K.outputs(kernel))
+    return replay
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_ring_matmul_replays_its_drifting_steps_gathered(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """The ring-sharing matmul's cores drift apart, so a level holds the same
+    copy or load at unrelated cores and addresses: they run gathered, in fewer
+    replayed ops than with strided core runs alone, and compute the same."""
+    kernel = K.mm(128, 1408, 512, dtype)
+    p = plan(kernel, DEFAULT, {})
+    seen = _gathered_kinds(monkeypatch)
+    gathered = _run(kernel, p)
+    assert seen["RingRecv"] > 0 and seen["DmaLoad"] > 0
+    if dtype == "bfloat16":
+        assert seen["DmaStore"] > 0
+    orig = regroup.regroup
+    monkeypatch.setattr(regroup, "regroup", lambda items, lvls, sig, shape=None: orig(items, lvls, sig, None))
+    strided = _run(kernel, p)
+    assert len(gathered.thunks) < len(strided.thunks)
+
+
+@pytest.mark.parametrize("kind", ["gathered_copy", "gathered_load"])
+def test_a_gather_that_pairs_tiles_wrongly_breaks_the_replay(monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """The replay comparisons above see a wrong gather: destinations rotated by
+    one tile (each step's data lands at another step's place)."""
+    kernel = K.mm(128, 1408, 512, "float32")
+    p = plan(kernel, DEFAULT, {})
+    orig = getattr(rp, kind)
+    monkeypatch.setattr(rp, kind, lambda dst, dst_idx, *a: orig(dst, np.roll(dst_idx, 1), *a))
+    with pytest.raises(AssertionError):
+        _run(kernel, p, seeds=(0, 1))
