@@ -923,9 +923,9 @@ def _lx_shape(lx: Lx) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
 
 def _gatherable(dst: Lx, src: Lx) -> bool:
     """Whether a copy from ``src`` to ``dst`` can run gathered: bits copied as
-    they are (one element size), strides non-negative, and no element of the
+    they are (one dtype), strides non-negative, and no element of the
     destination written twice (a broadcast destination is not)."""
-    return dst.itemsize == src.itemsize and min(src.strides, default=0) >= 0 and \
+    return dst.dtype == src.dtype and min(src.strides, default=0) >= 0 and \
         _disjoint(dst.sizes, dst.strides) and dst.addr % dst.itemsize == 0 and src.addr % src.itemsize == 0
 
 

@@ -1,0 +1,34 @@
+"""The speed benchmark's row selection and headline ratios (the measurements
+themselves take minutes; ``python -m spyre_adapter.bench_speed`` runs them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spyre_adapter import bench_speed
+
+
+def test_a_speed_row_is_its_median_process_and_keeps_every_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = iter([{"steady_s": 0.09, "eager_s": 0.01}, {"error": "exit 1: killed"},
+                 {"steady_s": 0.05, "eager_s": 0.01}, {"steady_s": 0.07, "eager_s": 0.01}])
+    monkeypatch.setattr(bench_speed, "_run", lambda spec: {**spec, **next(runs)})
+    row = bench_speed._median_run({"kind": "speed", "dtype": "fp32"}, 4)
+    assert row["steady_s"] == 0.07 and row["processes"] == 3
+    assert row["process_ratios"] == pytest.approx([5.0, 7.0, 9.0])
+
+
+def test_every_process_failing_reports_the_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_speed, "_run", lambda spec: {**spec, "error": "over 1800 s"})
+    assert bench_speed._median_run({"kind": "speed"}, 3)["error"] == "over 1800 s"
+
+
+def test_the_headline_is_the_worst_size_per_dtype() -> None:
+    rows = {"speed": [
+        {"dtype": "fp32", "steady_s": 0.06, "eager_s": 0.01},
+        {"dtype": "fp32", "steady_s": 0.20, "eager_s": 0.05},
+        {"dtype": "fp16", "steady_s": 0.03, "eager_s": 0.03},
+        {"dtype": "fp16", "error": "exit 1"},
+    ]}
+    out = bench_speed.summary(rows)
+    assert out["emulator_over_eager"] == out["emulator_over_eager_fp32"] == pytest.approx(6.0)
+    assert out["emulator_over_eager_fp16"] == pytest.approx(1.0) and out["speed_errors"] == 1
