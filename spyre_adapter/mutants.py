@@ -22,7 +22,7 @@ from spyre_shims.reference import KernelFault, run_kernel
 from .emulator.executor import Card, execute
 from .machine import Machine
 from .model.program import (AddrGen, Barrier, Combine, CoreProgram, DmaGather, DmaLoad, DmaStore, Lx, Pe, Program,
-                            RingRecv, Vec, itemsize, lx_accesses)
+                            Vec, itemsize, lx_accesses)
 from .model.rules import EmulatorError
 from .model.timing import DeadlockError
 

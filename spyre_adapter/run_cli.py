@@ -149,7 +149,7 @@ def check_run(args: argparse.Namespace) -> None:
             value = getattr(args, opt[2:].replace("-", "_"))
             default = {"--shapes": "dynamic", "--prompt": 8, "--new-tokens": 8}.get(opt)
             if value is not None and value != default:
-                raise ArgError(opt, value, f"applies to transformers models only (--model hf:<family> or --hf-config)")
+                raise ArgError(opt, value, "applies to transformers models only (--model hf:<family> or --hf-config)")
     else:
         for opt in ("--trace", "--listing"):
             if getattr(args, opt[2:]) is not None:

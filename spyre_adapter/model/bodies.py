@@ -10,7 +10,7 @@ import functools
 import sympy
 
 from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
+from spyre_shims.kernel_ir import Instr, Ref
 
 __all__ = ["Access", "accesses", "index_cone", "indirect_levels"]
 

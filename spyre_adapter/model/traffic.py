@@ -22,7 +22,7 @@ import torch
 
 from spyre_shims import kernel_ir as kir
 from spyre_shims.ops import torch_dtype
-from spyre_shims.reference import FlatMemory, Tile, buffer_view, concrete, evaluate, full_box
+from spyre_shims.reference import FlatMemory, Tile, concrete, evaluate, full_box
 
 from .program import Region, itemsize
 

@@ -47,7 +47,7 @@ from ..model.bodies import Access, accesses, index_cone, indirect_levels
 from ..model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter, DmaStore,
                              LoopPlan, Operand, Program, Region, Resident, RingRecv, RingSend, Vec, itemsize)
 from .analysis import _mask_bounds, boxes
-from .lx_alloc import LxFull, Slot, SlotView, allocate
+from .lx_alloc import Slot, SlotView, allocate
 
 __all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Unbuildable"]
 

@@ -13,7 +13,6 @@ output dtype (alpha, beta and bias of addmm applied) before it is stored."""
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -132,7 +131,7 @@ class _Emitter:
         """The core's steps in order: ("a"|"b", batch, tile, k-step, first) loads,
         ("pe", ...) multiply-accumulates and ("done", batch, m-tile, n-tile) ends
         of output tiles. Cores of a sharing group get identical sequences."""
-        g, s = self.g, self.s
+        g = self.g
         (b0, b1), (r0, r1), (c0, c1), (k0, k1) = block
         tm, tn, tk = min(g.tm, r1 - r0), min(g.tn, c1 - c0), min(g.tk, k1 - k0)
         mts = [(r0 + i, min(tm, r1 - r0 - i)) for i in range(0, r1 - r0, tm)]
@@ -215,7 +214,6 @@ class _Emitter:
                 return
             # This core loads its part of the slice; the group exchanges parts over the ring.
             rows = view.sizes[0]
-            me = group.index(c)
             for j, owner in enumerate(group):
                 a0, a1 = rows * j // len(group), rows * (j + 1) // len(group)
                 if a1 <= a0:
@@ -290,7 +288,7 @@ class _Emitter:
         blk = self.kblock(c)
         kk = blk[1] - blk[0]
         sl = self.slots[(c, (which, "panel", bi, tile[0]))]
-        (t0, tlen), (k0, klen) = tile, ktile
+        (_, tlen), (k0, klen) = tile, ktile
         if which == "a":
             return sl.view(dt, (tlen, klen), (kk, 1), (k0 - blk[0]) * s.isz)
         return sl.view(dt, (klen, tlen), (tlen, 1), (k0 - blk[0]) * tlen * s.isz)
