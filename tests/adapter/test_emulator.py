@@ -285,3 +285,15 @@ def test_replayed_launches_compute_what_the_program_computes(case: str) -> None:
         execute(p, got, card, checking=checking, replay=None if checking else replay)
         K.assert_same(got, want, K.outputs(kernel))
     assert replay.ready(card)
+
+
+def test_verification_allows_one_unit_in_the_last_place_of_16_bit_outputs() -> None:
+    from spyre_adapter.emulator.executable import _compare
+    want = torch.tensor([-0.4375, 3.0, 1e-6], dtype=torch.bfloat16)
+    one_ulp = torch.tensor([-0.439453125, 3.0, 1e-6], dtype=torch.bfloat16)  # the next bf16 below -0.4375
+    _compare("k", {"y": one_ulp}, {"y": want})
+    three_ulps = torch.tensor([-0.443359375, 3.0, 1e-6], dtype=torch.bfloat16)
+    with pytest.raises(EmulatorError, match="verification failed in kernel k.*buffer y: 1 of 3 values"):
+        _compare("k", {"y": three_ulps}, {"y": want})
+    with pytest.raises(EmulatorError, match="verification failed"):  # within a bf16 ulp, not within fp32 1e-3
+        _compare("k", {"y": torch.tensor([-0.4375 * 1.008])}, {"y": torch.tensor([-0.4375])})
