@@ -190,8 +190,9 @@ def copy(dst: torch.Tensor, src: torch.Tensor) -> Thunk:
 # view. They run as one gather of every step's source tile and one scatter to
 # every step's destination: numpy fancy indexing over a view holding "the tile
 # at every start offset" (overlapping, read and written only at the steps'
-# offsets). Bytes move as integers of the element's size, so every dtype (bf16
-# too) copies bit for bit; arithmetic views the gathered bits as the real dtype.
+# offsets). Elements move as integers of their size, so every dtype (bf16 too)
+# copies bit for bit. Only copies run gathered: gathering a PE step's operands
+# cost as much as the batched matmul saved.
 
 INTS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
 _TORCH_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
