@@ -103,9 +103,11 @@ class Executable:
     def _key(self, sizes: Mapping[sympy.Symbol, int] | None) -> tuple:
         return tuple(v for _, v in sorted((str(k), v) for k, v in (sizes or {}).items()))
 
-    def program(self, sizes: Mapping[sympy.Symbol, int] | None = None) -> Program:
-        """The program for these run-time sizes (planned on first use)."""
-        key = self._key(sizes)
+    def program(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Program:
+        """The program for these run-time sizes (planned on first use); ``key``:
+        their cache key when the caller has it already (a launch)."""
+        if key is None:
+            key = self._key(sizes)
         with self._lock:
             p = self._programs.get(key) or self._programs.get(())
             if p is None:
@@ -124,7 +126,7 @@ class Executable:
             run_kernel(self.kernel, buffers, sizes)
             return
         try:
-            p = self.program(sizes)
+            p = self.program(sizes, key)
         except DoesNotFitError as exc:
             # Known only now that the run-time sizes are: the kernel's reference
             # semantics run on the host instead, announced (a compile-time misfit
