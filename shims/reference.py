@@ -30,7 +30,7 @@ from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
 __all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
-           "evaluate", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
+           "evaluate", "compile_evaluation", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
            "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
 #: A tile: (start, stop) per dimension.
@@ -497,6 +497,23 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
     ``memo`` keeps the values of :func:`tile_constant_positions` between
     evaluations of the same tile (an emulator running one step every launch):
     they are computed on the first and reused after; pass a dict per tile."""
+    return compile_evaluation(kernel, memory, tile, phase, reduced, reduction_splits, only, memo)()
+
+
+#: One body position of a compiled evaluation: computes its value from the
+#: values so far (and adds a reduction's partial state to the partials).
+_Step = Callable[[list[Any], dict[int, Any]], Any]
+
+
+def compile_evaluation(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = "all",
+                       reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1,
+                       only: frozenset[int] | None = None,
+                       memo: dict[int, Any] | None = None) -> Callable[[], dict[int, Any]]:
+    """:func:`evaluate`'s work as a flat list of steps over this tile and memory,
+    run (and re-run: a step an emulator replays every launch) by calling the
+    result. Each call loads, computes and stores anew and returns the partials;
+    with ``memo`` the tile-constant values are computed once and kept there.
+    The body's dispatch, dtypes and index environments are resolved here, once."""
     body = kernel.body
     constant = tile_constant_positions(body) if memo is not None else frozenset()
     split_at = reduction_phases(body) if phase != "all" else None
@@ -504,105 +521,170 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
         raise ValueError(f"{kernel.name}: its body cannot run in phases")
     start = split_at if phase == "finish" else 0
     stop = split_at if phase == "partial" else len(body)
-    nkeep = tile.lead + tile.nbox
-    vals: list[Any] = [None] * len(body)
-    partials: dict[int, Any] = {}
-    post = False  # after a reduction, values carry size-1 reduction dims
-    if phase == "finish":
-        for k, v in (reduced or {}).items():
-            vals[k] = v
-        post = True
+    n = len(body)
+    given = dict(reduced or {}) if phase == "finish" else {}
     if tile.numel == 0 and not kernel.reduction_ranges and phase == "all":
-        return partials
-
-    def val(a: Any) -> Any:
-        return vals[a.id] if isinstance(a, Ref) else a
-
+        return dict
+    post = phase == "finish"  # after a reduction, values carry size-1 reduction dims
+    steps: list[tuple[int, _Step]] = []
     for pos in range(start, stop):
         if only is not None and pos not in only:
             continue
-        if pos in constant and pos in memo:  # type: ignore[operator]
-            vals[pos] = memo[pos]  # type: ignore[index]
-            continue
-        ins = body[pos]
-        op, args = ins.op, ins.args
-        out: Any = None
-        mask = val(ins.mask) if ins.mask is not None else None
-        if op == "load":
-            v = memory.load(pos, args[0], args[1], tile, mask)
+        step = _compile_step(kernel, pos, memory, tile, phase, reduction_splits, post)
+        if body[pos].op == "reduction":
+            post = True
+        if pos in constant:
+            step = _kept(step, memo, pos)  # type: ignore[arg-type]
+        steps.append((pos, step))
+
+    def run() -> dict[int, Any]:
+        vals: list[Any] = [None] * n
+        for k, v in given.items():
+            vals[k] = v
+        partials: dict[int, Any] = {}
+        for pos, step in steps:
+            vals[pos] = step(vals, partials)
+        return partials
+    return run
+
+
+def _kept(step: _Step, memo: dict[int, Any], pos: int) -> _Step:
+    """``step`` computed on the first run and taken from ``memo`` after."""
+    def kept(vals: list[Any], partials: dict[int, Any]) -> Any:
+        if pos in memo:
+            return memo[pos]
+        out = memo[pos] = step(vals, partials)
+        return out
+    return kept
+
+
+def _arg(a: Any) -> Callable[[list[Any]], Any]:
+    """An instruction argument's value: a body value by reference, else the literal."""
+    if isinstance(a, Ref):
+        k = a.id
+        return lambda vals: vals[k]
+    return lambda vals: a
+
+
+def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, phase: Phase,
+                  reduction_splits: int, post: bool) -> _Step:
+    """Body position ``pos`` as a step (see :func:`compile_evaluation`)."""
+    ins = kernel.body[pos]
+    op, args = ins.op, ins.args
+    mask_of = _arg(ins.mask) if ins.mask is not None else (lambda vals: None)
+    nkeep = tile.lead + tile.nbox
+    if op == "load":
+        name, index = args[0], args[1]
+
+        def load(vals: list[Any], partials: dict[int, Any]) -> Any:
+            v = memory.load(pos, name, index, tile, mask_of(vals))
             cd = compute_dtype(v.dtype)
-            out = v.to(cd) if v.dtype != cd else v
-        elif op in ("store", "store_reduction"):
-            mode = args[3] if len(args) > 3 else None
-            value = val(args[2])  # None only when ``only`` skipped it (an address generator)
-            memory.store(pos, args[0], args[1], torch.as_tensor(value) if value is not None else torch.zeros(()),
-                         tile, op == "store_reduction", mode)
-        elif op == "constant":
-            value, dt = args
-            out = torch.tensor(value, dtype=compute_dtype(torch_dtype(dt)))
-        elif op == "index_expr":
-            expr, dt = args
-            r = _index.compile_index(expr)(tile.keep_env if post else tile.env)
-            out = _cast(torch.as_tensor(r), compute_dtype(torch_dtype(dt)))
-        elif op == "to_dtype":
-            x, dt = val(args[0]), torch_dtype(args[1])
-            out = _cast(_cast(torch.as_tensor(x), dt), compute_dtype(dt))  # an explicit cast rounds
-        elif op == "to_dtype_bitcast":
-            x, dt, src = val(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
-            out = torch.as_tensor(x).to(src).contiguous().view(dt).to(compute_dtype(dt))
-        elif op == "where":
-            c, a, b = (torch.as_tensor(val(x)) for x in args)
+            return v.to(cd) if v.dtype != cd else v
+        return load
+    if op in ("store", "store_reduction"):
+        name, index, value_of = args[0], args[1], _arg(args[2])
+        mode = args[3] if len(args) > 3 else None
+        reduced_store = op == "store_reduction"
+
+        def store(vals: list[Any], partials: dict[int, Any]) -> None:
+            value = value_of(vals)  # None only when ``only`` skipped it (an address generator)
+            memory.store(pos, name, index, torch.as_tensor(value) if value is not None else torch.zeros(()),
+                         tile, reduced_store, mode)
+        return store
+    if op == "constant":
+        value, dt = args
+        cdt = compute_dtype(torch_dtype(dt))
+        return lambda vals, partials: torch.tensor(value, dtype=cdt)
+    if op == "index_expr":
+        fn, cdt = _index.compile_index(args[0]), compute_dtype(torch_dtype(args[1]))
+        return lambda vals, partials: _cast(torch.as_tensor(fn(tile.keep_env if post else tile.env)), cdt)
+    if op == "to_dtype":
+        x_of, dt = _arg(args[0]), torch_dtype(args[1])
+        cdt = compute_dtype(dt)
+        # an explicit cast rounds
+        return lambda vals, partials: _cast(_cast(torch.as_tensor(x_of(vals)), dt), cdt)
+    if op == "to_dtype_bitcast":
+        x_of, dt, src = _arg(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
+        cdt = compute_dtype(dt)
+        return lambda vals, partials: torch.as_tensor(x_of(vals)).to(src).contiguous().view(dt).to(cdt)
+    if op == "where":
+        c_of, a_of, b_of = (_arg(x) for x in args)
+
+        def where(vals: list[Any], partials: dict[int, Any]) -> Any:
+            c, a, b = torch.as_tensor(c_of(vals)), torch.as_tensor(a_of(vals)), torch.as_tensor(b_of(vals))
             out = torch.where(c.bool(), a, b)
-            if a.dtype != b.dtype:
-                out = out.to(torch.promote_types(a.dtype, b.dtype))
-        elif op == "masked":
-            m, body_v, other = (torch.as_tensor(val(x)) for x in args)
-            out = torch.where(m.bool(), body_v, other.to(body_v.dtype))
-        elif op == "indirect":
-            x, size_expr, check, wrap_neg, sym = val(args[0]), args[1], args[2], args[3], args[4]
+            return out.to(torch.promote_types(a.dtype, b.dtype)) if a.dtype != b.dtype else out
+        return where
+    if op == "masked":
+        m_of, v_of, o_of = (_arg(x) for x in args)
+
+        def masked(vals: list[Any], partials: dict[int, Any]) -> Any:
+            m, body_v, other = torch.as_tensor(m_of(vals)), torch.as_tensor(v_of(vals)), torch.as_tensor(o_of(vals))
+            return torch.where(m.bool(), body_v, other.to(body_v.dtype))
+        return masked
+    if op == "indirect":
+        x_of, size_expr, check, wrap_neg, sym = _arg(args[0]), args[1], args[2], args[3], args[4]
+        symbol = _index.index_symbol(sym)
+
+        def indirect(vals: list[Any], partials: dict[int, Any]) -> Any:
             n = concrete(size_expr, tile.sizes)
-            idx = torch.as_tensor(x).to(torch.int64)
+            idx = torch.as_tensor(x_of(vals)).to(torch.int64)
             if wrap_neg:
                 idx = torch.where(idx < 0, idx + n, idx)
-            idx = check_bounds(idx, n, f"{kernel.name}: indirect index", mask) if check \
+            idx = check_bounds(idx, n, f"{kernel.name}: indirect index", mask_of(vals)) if check \
                 else idx.clamp(0, max(n - 1, 0))
-            tile.env[_index.index_symbol(sym)] = idx
-            tile.keep_env[_index.index_symbol(sym)] = idx
-            out = idx
-        elif op == "reduction":
-            dt, kind, v = torch_dtype(args[0]), args[2], args[3]
-            v = tuple(torch.as_tensor(val(x)) for x in v) if isinstance(v, tuple) else torch.as_tensor(val(v))
-            if not isinstance(v, tuple):
+            tile.env[symbol] = idx
+            tile.keep_env[symbol] = idx
+            return idx
+        return indirect
+    if op == "reduction":
+        dt, kind, v_arg = torch_dtype(args[0]), args[2], args[3]
+        v_of: Any = tuple(_arg(x) for x in v_arg) if isinstance(v_arg, tuple) else _arg(v_arg)
+
+        def reduction(vals: list[Any], partials: dict[int, Any]) -> Any:
+            if isinstance(v_of, tuple):
+                v: Any = tuple(torch.as_tensor(f(vals)) for f in v_of)
+            else:
+                v = torch.as_tensor(v_of(vals))
                 v = v.expand(tuple(tile.shape)) if list(v.shape) != tile.shape else v
             if phase == "partial":
                 partials[pos] = _partial(kind, v, nkeep, dt, tile.red, tile.red_full)
-            elif reduction_splits > 1:
-                out = _split(kind, v, nkeep, dt, tile, reduction_splits)
-            else:
-                out = _final(kind, _partial(kind, v, nkeep, dt, tile.red, tile.red_full), dt)
-            post = True
-        elif op == "frexp":
-            out = torch.frexp(torch.as_tensor(val(args[0])))
-        elif op == "getitem":
-            out = val(args[0])[args[1]]
-        elif op == "check_bounds":
-            expr, size_expr = args[0], args[1]
-            check_bounds(tile.indices(expr), concrete(size_expr, tile.sizes), f"{kernel.name}: check_bounds", mask)
-        elif op == "device_assert":
-            cond = torch.as_tensor(val(args[0]))
-            if not bool(cond.all()):
-                raise KernelFault(f"{kernel.name}: device assert failed: {args[1]}")
-        else:
-            spec = POINTWISE.get(op)
-            if spec is None:
-                raise NotImplementedError(f"{kernel.name}: op {op!r} is not in the stable op set")
-            out = spec.fn(*[torch.as_tensor(val(x)) for x in args])
-            if ins.dtype is not None:
-                out = _round(out, torch_dtype(ins.dtype))
-        vals[pos] = out
-        if pos in constant:
-            memo[pos] = out  # type: ignore[index]
-    return partials
+                return None
+            if reduction_splits > 1:
+                return _split(kind, v, nkeep, dt, tile, reduction_splits)
+            return _final(kind, _partial(kind, v, nkeep, dt, tile.red, tile.red_full), dt)
+        return reduction
+    if op == "frexp":
+        x_of = _arg(args[0])
+        return lambda vals, partials: torch.frexp(torch.as_tensor(x_of(vals)))
+    if op == "getitem":
+        x_of, item = _arg(args[0]), args[1]
+        return lambda vals, partials: x_of(vals)[item]
+    if op == "check_bounds":
+        expr, size_expr = args[0], args[1]
+
+        def bounds(vals: list[Any], partials: dict[int, Any]) -> None:
+            check_bounds(tile.indices(expr), concrete(size_expr, tile.sizes), f"{kernel.name}: check_bounds",
+                         mask_of(vals))
+        return bounds
+    if op == "device_assert":
+        cond_of, message = _arg(args[0]), args[1]
+
+        def device_assert(vals: list[Any], partials: dict[int, Any]) -> None:
+            if not bool(torch.as_tensor(cond_of(vals)).all()):
+                raise KernelFault(f"{kernel.name}: device assert failed: {message}")
+        return device_assert
+    spec = POINTWISE.get(op)
+    if spec is None:
+        raise NotImplementedError(f"{kernel.name}: op {op!r} is not in the stable op set")
+    fn, of = spec.fn, [_arg(x) for x in args]
+    rdt = torch_dtype(ins.dtype) if ins.dtype is not None else None
+    if len(of) == 2 and rdt is not None:  # the common binary op, without the generic loop
+        a_of, b_of = of
+        return lambda vals, partials: _round(fn(torch.as_tensor(a_of(vals)), torch.as_tensor(b_of(vals))), rdt)
+    if rdt is None:
+        return lambda vals, partials: fn(*[torch.as_tensor(f(vals)) for f in of])
+    return lambda vals, partials: _round(fn(*[torch.as_tensor(f(vals)) for f in of]), rdt)
 
 
 def _split(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile: Tile, splits: int) -> Any:

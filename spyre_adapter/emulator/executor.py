@@ -22,8 +22,9 @@ partner; barriers some core never reaches.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,8 @@ import torch
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
-from spyre_shims.reference import KernelFault, Tile, combine_partials, evaluate, merge_partials, partial_dtypes
+from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, evaluate, merge_partials,
+                                   partial_dtypes)
 
 from ..machine import Machine
 from ..model.bodies import index_cone
@@ -49,6 +51,9 @@ __all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute", "static_che
 
 #: The stamp of LX bytes an earlier kernel left for a later one.
 HELD = 255
+#: Replayed vector steps run compiled: loads and stores resolved once, the body
+#: a flat list of steps (False: interpreted every launch, for A/B measurements).
+REPLAY_COMPILED = True
 #: Card views kept for reuse (cleared when full).
 VIEW_CACHE_SIZE = 1 << 16
 
@@ -183,6 +188,12 @@ class RunStats:
 
 # ------------------------------------------------------------------ LX memory for vector steps
 
+@functools.lru_cache(maxsize=1024)
+def _data_symbols(body: tuple[Any, ...]) -> frozenset[sympy.Symbol]:
+    """The index symbols a body binds from data (its ``indirect`` instructions)."""
+    return frozenset(sidx.index_symbol(i.args[4]) for i in body if i.op == "indirect")
+
+
 class _NotBatchable(Exception):
     pass
 
@@ -208,6 +219,11 @@ class _LxMemory:
         self.memo: dict[Any, Any] | None = None
         #: and the body values that depend only on the tile (evaluate's ``memo``)
         self.values: dict[int, Any] | None = None
+        #: and, once replayed, how each body position loads and stores
+        #: (resolved on the first replay; a load's under the mask it saw)
+        self.fast: dict[int, Any] | None = None
+        #: and the step's evaluation compiled to a flat list of steps
+        self.plan: Callable[[], dict[int, Any]] | None = None
 
     def _core(self) -> int:
         return self.where if isinstance(self.where, int) else self.where[0]
@@ -256,6 +272,8 @@ class _LxMemory:
             return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
         # A tile-constant mask is the same tensor every launch (evaluate's memo);
         # one computed from data is new each time and misses.
+        if self._data_indexed(index):
+            return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
         key = ("gather", index, keep, tuple(shape), ops[0].lx, ops[0].base)
         found = self.memo.get(key)
         if found is None or found[0] is not mask:
@@ -293,10 +311,29 @@ class _LxMemory:
         if pos in self.targets:  # address generation: record the DRAM index, value not needed
             self._record_target(pos, index, tile, mask)
             return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+        fast = self.fast if REPLAY_COMPILED else None
+        if fast is not None:
+            hit = fast.get(pos)
+            if hit is not None and hit[0] is mask:
+                return hit[1]()
+        read = self._reader(pos, name, index, tile, mask)
+        if fast is not None and not self._data_indexed(index):
+            fast[pos] = (mask, read)
+        return read()
+
+    def _data_indexed(self, index: sympy.Expr) -> bool:
+        """Whether ``index`` goes through a value read from data (an ``indirect``):
+        its reader must not be kept from one launch to the next."""
+        return bool(getattr(index, "free_symbols", set()) & _data_symbols(self.kernel.body))
+
+    def _reader(self, pos: int, name: str, index: sympy.Expr, tile: Tile,
+                mask: torch.Tensor | None) -> Callable[[], torch.Tensor]:
+        """How the load at ``pos`` reads (its checks done now): a view of LX, or a
+        gather through kept indices."""
         ops = self.ops.get(pos)
         if ops is None:
             if self.targets:
-                return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+                return lambda: torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
             raise self._fail("missing operand", name, f"load at body position {pos} has no LX operand")
         shape = list(tile.shape)
         op = ops[0]
@@ -307,11 +344,11 @@ class _LxMemory:
                 raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
             view = self.ex.card.view(self.where, op.lx)
             self.ex.check_written(self.where, op.lx, self.step, name, mask)
-            return view
+            return lambda: view
         view, sub = self._window(ops, name, index, tile, shape)
         if view is not None:
             self.ex.check_written(self.where, sub, self.step, name, mask)
-            return view
+            return lambda: view
         flat, stamps = self._flat_window(ops)
         idx = self._gather_idx(ops, name, index, tile, False, mask, shape)
         if self.ex.checking:
@@ -323,8 +360,9 @@ class _LxMemory:
             if not bool(ok.all()):
                 raise self._fail("read of unwritten LX", name, f"window element {int(idx[~ok].flatten()[0])}")
         if self.batched:
-            return flat.gather(-1, idx.reshape(idx.shape[0], -1)).reshape(idx.shape)
-        return flat.take(idx)
+            rows = idx.reshape(idx.shape[0], -1)
+            return lambda: flat.gather(-1, rows).reshape(idx.shape)
+        return lambda: flat.take(idx)
 
     def _record_target(self, pos: int, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None,
                        keep: bool = False) -> None:
@@ -344,14 +382,31 @@ class _LxMemory:
             return
         if self.targets:
             return  # address generation stores nothing
+        fast = self.fast if REPLAY_COMPILED else None
+        write = fast.get(pos) if fast is not None else None
+        if write is None:
+            write = self._writer(pos, name, index, tile, reduced, mode)
+            if fast is not None:
+                fast[pos] = write
+        write(value)
+
+    def _writer(self, pos: int, name: str, index: sympy.Expr, tile: Tile, reduced: bool,
+                mode: str | None) -> Callable[[torch.Tensor], None]:
+        """How the store at ``pos`` writes a value: into a view of LX, or scattered
+        through kept indices; LX stamped as written when the launch is checked."""
         ops = self.ops.get(pos)
         if ops is None:
             raise self._fail("missing operand", name, f"store at body position {pos} has no LX operand")
         shape = tile.keep_shape() if reduced else list(tile.shape)
         op = ops[0]
         dt = torch_dtype(op.lx.dtype)
-        v = torch.as_tensor(value)
-        v = (v if v.dtype == dt else v.to(dt)).expand(tuple(shape))
+        size = tuple(shape)
+        checking = self.ex.checking
+
+        def cast(value: torch.Tensor) -> torch.Tensor:
+            v = torch.as_tensor(value)
+            v = v if v.dtype == dt else v.to(dt)
+            return v if v.shape == size else v.expand(size)
         if op.kind == "tile":
             if self.batched and any(o.lx != op.lx for o in ops):
                 raise _NotBatchable()
@@ -359,27 +414,36 @@ class _LxMemory:
                 raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
             # One LX element per tile point: an accumulating store's adding
             # happens in DRAM (DmaScatter/DmaStore with accumulate).
-            self.ex.card.view(self.where, op.lx).copy_(v)
-            self.ex.mark(self.where, op.lx)
-            return
-        view, sub = (None, None) if mode == "atomic_add" else self._window(ops, name, index, tile, shape)
+            view, sub = self.ex.card.view(self.where, op.lx), op.lx
+        else:
+            view, sub = (None, None) if mode == "atomic_add" else self._window(ops, name, index, tile, shape)
         if view is not None:
-            view.copy_(v)
-            self.ex.mark(self.where, sub)
-            return
+            def write_view(value: torch.Tensor) -> None:
+                view.copy_(cast(value))
+                if checking:
+                    self.ex.mark(self.where, sub)
+            return write_view
         flat, stamps = self._flat_window(ops)
         idx = self._gather_idx(ops, name, index, tile, reduced, None, shape)
+        add = mode == "atomic_add"
         if self.batched:
-            if mode == "atomic_add":
-                flat.scatter_add_(-1, idx.reshape(idx.shape[0], -1), v.reshape(idx.shape[0], -1))
-            else:
-                flat.scatter_(-1, idx.reshape(idx.shape[0], -1), v.reshape(idx.shape[0], -1))
+            rows = idx.reshape(idx.shape[0], -1)
             st = stamps.reshape(stamps.shape[0], -1, stamps.shape[-1])
-            st.scatter_(1, idx.reshape(idx.shape[0], -1, 1).expand(-1, -1, st.shape[-1]),
-                        torch.full((), self.ex.epoch, dtype=torch.uint8).expand(idx.shape[0], idx[0].numel(), st.shape[-1]))
-        else:
-            flat.index_put_((idx.reshape(-1),), v.reshape(-1), accumulate=(mode == "atomic_add"))
-            stamps[idx.reshape(-1)] = self.ex.epoch
+            st_rows = rows.unsqueeze(-1).expand(-1, -1, st.shape[-1])
+
+            def scatter_rows(value: torch.Tensor) -> None:
+                v = cast(value).reshape(rows.shape)
+                flat.scatter_add_(-1, rows, v) if add else flat.scatter_(-1, rows, v)
+                if checking:
+                    st.scatter_(1, st_rows, torch.full((), self.ex.epoch, dtype=torch.uint8).expand(st_rows.shape))
+            return scatter_rows
+        at = (idx.reshape(-1),)
+
+        def scatter(value: torch.Tensor) -> None:
+            flat.index_put_(at, cast(value).reshape(-1), accumulate=add)
+            if checking:
+                stamps[at[0]] = self.ex.epoch
+        return scatter
 
 
 # ------------------------------------------------------------------ execution
@@ -553,7 +617,7 @@ class _Execution:
             try:
                 self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=None if validated else instrs)
                 if kept is not None and not validated:
-                    mem.memo, mem.values = {}, {}
+                    mem.memo, mem.values, mem.fast = {}, {}, {}
                     kept[:] = ["batched", (mem, tile)]
                 return
             except _NotBatchable:
@@ -565,7 +629,7 @@ class _Execution:
                      for core, step, v in zip(cores, steps, instrs)]
             if kept is not None:
                 for part in parts:
-                    part[3].memo, part[3].values = {}, {}
+                    part[3].memo, part[3].values, part[3].fast = {}, {}, {}
                 kept[:] = ["single", parts]
         for core, step, v, mem, tile in parts:
             mem.ex = self
@@ -576,7 +640,12 @@ class _Execution:
         if batched is not None:
             self._prevalidate(mem)
         try:
-            partials = evaluate(kernel, mem, tile, phase=ins.phase, memo=mem.values)
+            if mem.fast is not None and REPLAY_COMPILED:  # a replayed step: compiled on its first replay, then rerun
+                if mem.plan is None:
+                    mem.plan = compile_evaluation(kernel, mem, tile, phase=ins.phase, memo=mem.values)
+                partials = mem.plan()
+            else:
+                partials = evaluate(kernel, mem, tile, phase=ins.phase, memo=mem.values)
         except KernelFault as exc:
             raise EmulatorError("kernel fault", self.p.name, where if isinstance(where, int) else where[0], step,
                                 "-", str(exc)) from None

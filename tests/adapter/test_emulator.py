@@ -268,23 +268,54 @@ def test_unchecked_runs_match_the_checked_run_on_ring_sharing_matmuls(dtype: tor
                                atol=1e-3 if dtype == torch.float32 else 0.5, rtol=1e-2)
 
 
-@pytest.mark.parametrize("case", ["add_2_cores", "add_32_cores", "row_sum_split", "exp_chain", "rotate_half"])
+def _routed(rows: int, cols: int, seed: int) -> dict[str, torch.Tensor]:
+    """Inputs of :func:`K.gather_scale_row_sum` with routing indices in range."""
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(rows * cols, generator=g), "idx": torch.randint(0, 4, (rows,), generator=g),
+            "w": torch.randn(rows * 4, generator=g), "s": torch.zeros(rows)}
+
+
+@pytest.mark.parametrize("case", ["add_2_cores", "add_32_cores", "row_sum_split", "exp_chain", "rotate_half",
+                                  "gather_row_sum"])
 def test_replayed_launches_compute_what_the_program_computes(case: str) -> None:
     """Record the steps of an unchecked launch, replay them on new inputs: the
     outputs equal the reference semantics each time (loads, stores, ring
-    partials and vector steps all replayed)."""
+    partials and vector steps all replayed; a vector step compiled on its
+    first replay and re-run after, data-dependent indices read anew)."""
     kernel = {"add_2_cores": lambda: K.add(256, 512), "add_32_cores": lambda: K.add(4096, 512),
               "row_sum_split": lambda: K.row_sum(8, 65536), "exp_chain": lambda: K.exp_chain(512, 256, 4),
-              "rotate_half": lambda: K.rotate_half(128, 4, 128)}[case]()
+              "rotate_half": lambda: K.rotate_half(128, 4, 128),
+              "gather_row_sum": lambda: K.gather_scale_row_sum(64, 256)}[case]()
     p = plan_group(kernel, DEFAULT, {}, case, force=Division(2)) if case == "add_2_cores" else plan(kernel, DEFAULT, {})
     card, replay = Card(DEFAULT), Replay()
-    for seed, checking in ((0, True), (1, False), (2, False), (3, False)):
-        got = K.buffers(kernel, seed)
+    for seed, checking in ((0, True), (1, False), (2, False), (3, False), (4, False)):
+        got = _routed(64, 256, seed) if case == "gather_row_sum" else K.buffers(kernel, seed)
         want = {k: v.clone() for k, v in got.items()}
         run_kernel(kernel, want)
         execute(p, got, card, checking=checking, replay=None if checking else replay)
-        K.assert_same(got, want, K.outputs(kernel))
+        K.assert_same(got, want, K.outputs(kernel), atol=1e-4, rtol=1e-4)
     assert replay.ready(card)
+
+
+@pytest.mark.parametrize("case", ["row_sum_split", "exp_chain", "rotate_half"])
+def test_compiled_replay_equals_interpreted_replay(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replayed vector steps run compiled (loads and stores resolved once, the body
+    a flat list of steps): bit for bit what interpreting them every launch gives,
+    launch after launch on new data."""
+    kernel = {"row_sum_split": lambda: K.row_sum(8, 65536), "exp_chain": lambda: K.exp_chain(512, 256, 4),
+              "rotate_half": lambda: K.rotate_half(128, 4, 128)}[case]()
+    p = plan(kernel, DEFAULT, {})
+    card, replay = Card(DEFAULT), Replay()
+    execute(p, K.buffers(kernel, 0), card, checking=False, replay=replay)
+    for seed in (1, 2, 3):
+        outs = []
+        for compiled in (True, False):
+            monkeypatch.setattr(executor, "REPLAY_COMPILED", compiled)
+            got = K.buffers(kernel, seed)
+            execute(p, got, card, checking=False, replay=replay)
+            outs.append(got)
+        for name in K.outputs(kernel):
+            assert torch.equal(outs[0][name], outs[1][name]), name
 
 
 def test_verification_allows_one_unit_in_the_last_place_of_16_bit_outputs() -> None:
