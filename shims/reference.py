@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any, Literal, Protocol
 
@@ -501,41 +502,27 @@ def evaluate(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = 
 
 
 #: One body position of a compiled evaluation: computes its value from the
-#: values so far (and adds a reduction's partial state to the partials).
-_Step = Callable[[list[Any], dict[int, Any]], Any]
+#: values so far, the memory and the tile (and adds a reduction's partial state
+#: to the partials).
+_Step = Callable[[list[Any], dict[int, Any], TileMemory, Tile], Any]
 
 
 def compile_evaluation(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase: Phase = "all",
                        reduced: Mapping[int, Any] | None = None, reduction_splits: int = 1,
                        only: frozenset[int] | None = None,
                        memo: dict[int, Any] | None = None) -> Callable[[], dict[int, Any]]:
-    """:func:`evaluate`'s work as a flat list of steps over this tile and memory,
+    """:func:`evaluate`'s work over this tile and memory as a flat list of steps,
     run (and re-run: a step an emulator replays every launch) by calling the
     result. Each call loads, computes and stores anew and returns the partials;
     with ``memo`` the tile-constant values are computed once and kept there.
-    The body's dispatch, dtypes and index environments are resolved here, once."""
-    body = kernel.body
-    constant = tile_constant_positions(body) if memo is not None else frozenset()
-    split_at = reduction_phases(body) if phase != "all" else None
-    if phase != "all" and split_at is None:
-        raise ValueError(f"{kernel.name}: its body cannot run in phases")
-    start = split_at if phase == "finish" else 0
-    stop = split_at if phase == "partial" else len(body)
-    n = len(body)
+    The body's dispatch and dtypes are resolved once per kernel (the step list
+    is shared by every tile and memory)."""
+    steps = _compiled_steps(kernel, phase, reduction_splits, only)
+    n = len(kernel.body)
     given = dict(reduced or {}) if phase == "finish" else {}
     if tile.numel == 0 and not kernel.reduction_ranges and phase == "all":
         return dict
-    post = phase == "finish"  # after a reduction, values carry size-1 reduction dims
-    steps: list[tuple[int, _Step]] = []
-    for pos in range(start, stop):
-        if only is not None and pos not in only:
-            continue
-        step = _compile_step(kernel, pos, memory, tile, phase, reduction_splits, post)
-        if body[pos].op == "reduction":
-            post = True
-        if pos in constant:
-            step = _kept(step, memo, pos)  # type: ignore[arg-type]
-        steps.append((pos, step))
+    constant = tile_constant_positions(kernel.body) if memo is not None else frozenset()
 
     def run() -> dict[int, Any]:
         vals: list[Any] = [None] * n
@@ -543,40 +530,53 @@ def compile_evaluation(kernel: LoopKernel, memory: TileMemory, tile: Tile, phase
             vals[k] = v
         partials: dict[int, Any] = {}
         for pos, step in steps:
-            vals[pos] = step(vals, partials)
+            if pos in constant:
+                if pos not in memo:  # type: ignore[operator]
+                    memo[pos] = step(vals, partials, memory, tile)  # type: ignore[index]
+                vals[pos] = memo[pos]  # type: ignore[index]
+            else:
+                vals[pos] = step(vals, partials, memory, tile)
         return partials
     return run
 
 
-def _kept(step: _Step, memo: dict[int, Any], pos: int) -> _Step:
-    """``step`` computed on the first run and taken from ``memo`` after."""
-    def kept(vals: list[Any], partials: dict[int, Any]) -> Any:
-        if pos in memo:
-            return memo[pos]
-        out = memo[pos] = step(vals, partials)
-        return out
-    return kept
+@functools.lru_cache(maxsize=1024)
+def _compiled_steps(kernel: LoopKernel, phase: Phase, reduction_splits: int,
+                    only: frozenset[int] | None) -> tuple[tuple[int, _Step], ...]:
+    """The body positions ``phase`` (and ``only``) evaluates, each as a step."""
+    body = kernel.body
+    split_at = reduction_phases(body) if phase != "all" else None
+    if phase != "all" and split_at is None:
+        raise ValueError(f"{kernel.name}: its body cannot run in phases")
+    start = split_at if phase == "finish" else 0
+    stop = split_at if phase == "partial" else len(body)
+    post = phase == "finish"  # after a reduction, values carry size-1 reduction dims
+    steps: list[tuple[int, _Step]] = []
+    for pos in range(start, stop):
+        if only is not None and pos not in only:
+            continue
+        steps.append((pos, _compile_step(kernel, pos, phase, reduction_splits, post)))
+        if body[pos].op == "reduction":
+            post = True
+    return tuple(steps)
 
 
 def _arg(a: Any) -> Callable[[list[Any]], Any]:
     """An instruction argument's value: a body value by reference, else the literal."""
     if isinstance(a, Ref):
-        k = a.id
-        return lambda vals: vals[k]
+        return operator.itemgetter(a.id)
     return lambda vals: a
 
 
-def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, phase: Phase,
-                  reduction_splits: int, post: bool) -> _Step:
+def _compile_step(kernel: LoopKernel, pos: int, phase: Phase, reduction_splits: int, post: bool) -> _Step:
     """Body position ``pos`` as a step (see :func:`compile_evaluation`)."""
     ins = kernel.body[pos]
     op, args = ins.op, ins.args
     mask_of = _arg(ins.mask) if ins.mask is not None else (lambda vals: None)
-    nkeep = tile.lead + tile.nbox
     if op == "load":
         name, index = args[0], args[1]
 
-        def load(vals: list[Any], partials: dict[int, Any]) -> Any:
+        def load(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
             v = memory.load(pos, name, index, tile, mask_of(vals))
             cd = compute_dtype(v.dtype)
             return v.to(cd) if v.dtype != cd else v
@@ -586,7 +586,7 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
         mode = args[3] if len(args) > 3 else None
         reduced_store = op == "store_reduction"
 
-        def store(vals: list[Any], partials: dict[int, Any]) -> None:
+        def store(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> None:
             value = value_of(vals)  # None only when ``only`` skipped it (an address generator)
             memory.store(pos, name, index, torch.as_tensor(value) if value is not None else torch.zeros(()),
                          tile, reduced_store, mode)
@@ -594,23 +594,23 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
     if op == "constant":
         value, dt = args
         cdt = compute_dtype(torch_dtype(dt))
-        return lambda vals, partials: torch.tensor(value, dtype=cdt)
+        return lambda vals, partials, memory, tile: torch.tensor(value, dtype=cdt)
     if op == "index_expr":
         fn, cdt = _index.compile_index(args[0]), compute_dtype(torch_dtype(args[1]))
-        return lambda vals, partials: _cast(torch.as_tensor(fn(tile.keep_env if post else tile.env)), cdt)
+        return lambda vals, partials, memory, tile: _cast(torch.as_tensor(fn(tile.keep_env if post else tile.env)), cdt)
     if op == "to_dtype":
         x_of, dt = _arg(args[0]), torch_dtype(args[1])
         cdt = compute_dtype(dt)
         # an explicit cast rounds
-        return lambda vals, partials: _cast(_cast(torch.as_tensor(x_of(vals)), dt), cdt)
+        return lambda vals, partials, memory, tile: _cast(_cast(torch.as_tensor(x_of(vals)), dt), cdt)
     if op == "to_dtype_bitcast":
         x_of, dt, src = _arg(args[0]), torch_dtype(args[1]), torch_dtype(args[2])
         cdt = compute_dtype(dt)
-        return lambda vals, partials: torch.as_tensor(x_of(vals)).to(src).contiguous().view(dt).to(cdt)
+        return lambda vals, partials, memory, tile: torch.as_tensor(x_of(vals)).to(src).contiguous().view(dt).to(cdt)
     if op == "where":
         c_of, a_of, b_of = (_arg(x) for x in args)
 
-        def where(vals: list[Any], partials: dict[int, Any]) -> Any:
+        def where(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
             c, a, b = torch.as_tensor(c_of(vals)), torch.as_tensor(a_of(vals)), torch.as_tensor(b_of(vals))
             out = torch.where(c.bool(), a, b)
             return out.to(torch.promote_types(a.dtype, b.dtype)) if a.dtype != b.dtype else out
@@ -618,7 +618,7 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
     if op == "masked":
         m_of, v_of, o_of = (_arg(x) for x in args)
 
-        def masked(vals: list[Any], partials: dict[int, Any]) -> Any:
+        def masked(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
             m, body_v, other = torch.as_tensor(m_of(vals)), torch.as_tensor(v_of(vals)), torch.as_tensor(o_of(vals))
             return torch.where(m.bool(), body_v, other.to(body_v.dtype))
         return masked
@@ -626,7 +626,7 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
         x_of, size_expr, check, wrap_neg, sym = _arg(args[0]), args[1], args[2], args[3], args[4]
         symbol = _index.index_symbol(sym)
 
-        def indirect(vals: list[Any], partials: dict[int, Any]) -> Any:
+        def indirect(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
             n = concrete(size_expr, tile.sizes)
             idx = torch.as_tensor(x_of(vals)).to(torch.int64)
             if wrap_neg:
@@ -641,12 +641,13 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
         dt, kind, v_arg = torch_dtype(args[0]), args[2], args[3]
         v_of: Any = tuple(_arg(x) for x in v_arg) if isinstance(v_arg, tuple) else _arg(v_arg)
 
-        def reduction(vals: list[Any], partials: dict[int, Any]) -> Any:
+        def reduction(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
             if isinstance(v_of, tuple):
                 v: Any = tuple(torch.as_tensor(f(vals)) for f in v_of)
             else:
                 v = torch.as_tensor(v_of(vals))
                 v = v.expand(tuple(tile.shape)) if list(v.shape) != tile.shape else v
+            nkeep = tile.lead + tile.nbox
             if phase == "partial":
                 partials[pos] = _partial(kind, v, nkeep, dt, tile.red, tile.red_full)
                 return None
@@ -656,21 +657,21 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
         return reduction
     if op == "frexp":
         x_of = _arg(args[0])
-        return lambda vals, partials: torch.frexp(torch.as_tensor(x_of(vals)))
+        return lambda vals, partials, memory, tile: torch.frexp(torch.as_tensor(x_of(vals)))
     if op == "getitem":
         x_of, item = _arg(args[0]), args[1]
-        return lambda vals, partials: x_of(vals)[item]
+        return lambda vals, partials, memory, tile: x_of(vals)[item]
     if op == "check_bounds":
         expr, size_expr = args[0], args[1]
 
-        def bounds(vals: list[Any], partials: dict[int, Any]) -> None:
+        def bounds(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> None:
             check_bounds(tile.indices(expr), concrete(size_expr, tile.sizes), f"{kernel.name}: check_bounds",
                          mask_of(vals))
         return bounds
     if op == "device_assert":
         cond_of, message = _arg(args[0]), args[1]
 
-        def device_assert(vals: list[Any], partials: dict[int, Any]) -> None:
+        def device_assert(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> None:
             if not bool(torch.as_tensor(cond_of(vals)).all()):
                 raise KernelFault(f"{kernel.name}: device assert failed: {message}")
         return device_assert
@@ -681,10 +682,10 @@ def _compile_step(kernel: LoopKernel, pos: int, memory: TileMemory, tile: Tile, 
     rdt = torch_dtype(ins.dtype) if ins.dtype is not None else None
     if len(of) == 2 and rdt is not None:  # the common binary op, without the generic loop
         a_of, b_of = of
-        return lambda vals, partials: _round(fn(torch.as_tensor(a_of(vals)), torch.as_tensor(b_of(vals))), rdt)
+        return lambda vals, partials, memory, tile: _round(fn(torch.as_tensor(a_of(vals)), torch.as_tensor(b_of(vals))), rdt)
     if rdt is None:
-        return lambda vals, partials: fn(*[torch.as_tensor(f(vals)) for f in of])
-    return lambda vals, partials: _round(fn(*[torch.as_tensor(f(vals)) for f in of]), rdt)
+        return lambda vals, partials, memory, tile: fn(*[torch.as_tensor(f(vals)) for f in of])
+    return lambda vals, partials, memory, tile: _round(fn(*[torch.as_tensor(f(vals)) for f in of]), rdt)
 
 
 def _split(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile: Tile, splits: int) -> Any:
