@@ -548,8 +548,8 @@ def _compiled_steps(kernel: LoopKernel, phase: Phase, reduction_splits: int,
     split_at = reduction_phases(body) if phase != "all" else None
     if phase != "all" and split_at is None:
         raise ValueError(f"{kernel.name}: its body cannot run in phases")
-    start = split_at if phase == "finish" else 0
-    stop = split_at if phase == "partial" else len(body)
+    start = split_at if phase == "finish" and split_at is not None else 0
+    stop = split_at if phase == "partial" and split_at is not None else len(body)
     post = phase == "finish"  # after a reduction, values carry size-1 reduction dims
     steps: list[tuple[int, _Step]] = []
     for pos in range(start, stop):
@@ -616,10 +616,10 @@ def _compile_step(kernel: LoopKernel, pos: int, phase: Phase, reduction_splits: 
             return out.to(torch.promote_types(a.dtype, b.dtype)) if a.dtype != b.dtype else out
         return where
     if op == "masked":
-        m_of, v_of, o_of = (_arg(x) for x in args)
+        m_of, body_of, o_of = (_arg(x) for x in args)
 
         def masked(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
-            m, body_v, other = torch.as_tensor(m_of(vals)), torch.as_tensor(v_of(vals)), torch.as_tensor(o_of(vals))
+            m, body_v, other = torch.as_tensor(m_of(vals)), torch.as_tensor(body_of(vals)), torch.as_tensor(o_of(vals))
             return torch.where(m.bool(), body_v, other.to(body_v.dtype))
         return masked
     if op == "indirect":
