@@ -31,7 +31,7 @@ from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
 __all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
-           "evaluate", "compile_evaluation", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
+           "evaluate", "compile_evaluation", "data_index_symbols", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
            "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
 #: A tile: (start, stop) per dimension.
@@ -462,12 +462,19 @@ _PURE = frozenset({"constant", "index_expr", "to_dtype", "to_dtype_bitcast", "wh
 
 
 @functools.lru_cache(maxsize=1024)
+def data_index_symbols(body: tuple[Instr, ...]) -> frozenset[sympy.Symbol]:
+    """The index symbols a body binds from loaded data (its ``indirect``
+    instructions): an index expression over one of them changes with the data."""
+    return frozenset(_index.index_symbol(i.args[4]) for i in body if i.op == "indirect")
+
+
+@functools.lru_cache(maxsize=1024)
 def tile_constant_positions(body: tuple[Instr, ...]) -> frozenset[int]:
     """Body positions whose value depends only on the tile, never on loaded data:
     constants, index expressions over the tile's own variables (not over an
     ``indirect`` index, which comes from data), and pure ops of those. Masks
     of boundary handling are typically all of this kind."""
-    data_symbols = {_index.index_symbol(i.args[4]) for i in body if i.op == "indirect"}
+    data_symbols = data_index_symbols(body)
     out: set[int] = set()
     for pos, ins in enumerate(body):
         if ins.mask is not None and not (isinstance(ins.mask, Ref) and ins.mask.id in out):

@@ -22,7 +22,6 @@ partner; barriers some core never reaches.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -34,8 +33,8 @@ import torch
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
-from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, evaluate, merge_partials,
-                                   partial_dtypes)
+from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, data_index_symbols, evaluate,
+                                   merge_partials, partial_dtypes)
 
 from ..machine import Machine
 from ..model.bodies import index_cone
@@ -188,12 +187,6 @@ class RunStats:
 
 # ------------------------------------------------------------------ LX memory for vector steps
 
-@functools.lru_cache(maxsize=1024)
-def _data_symbols(body: tuple[Any, ...]) -> frozenset[sympy.Symbol]:
-    """The index symbols a body binds from data (its ``indirect`` instructions)."""
-    return frozenset(sidx.index_symbol(i.args[4]) for i in body if i.op == "indirect")
-
-
 class _NotBatchable(Exception):
     pass
 
@@ -324,7 +317,7 @@ class _LxMemory:
     def _data_indexed(self, index: sympy.Expr) -> bool:
         """Whether ``index`` goes through a value read from data (an ``indirect``):
         its reader must not be kept from one launch to the next."""
-        return bool(getattr(index, "free_symbols", set()) & _data_symbols(self.kernel.body))
+        return bool(sidx.free_symbols(index) & data_index_symbols(self.kernel.body))
 
     def _reader(self, pos: int, name: str, index: sympy.Expr, tile: Tile,
                 mask: torch.Tensor | None) -> Callable[[], torch.Tensor]:

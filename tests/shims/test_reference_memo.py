@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
-from spyre_shims.reference import (FlatMemory, KernelFault, Tile, compile_evaluation, evaluate, full_box,
-                                   tile_constant_positions)
+from spyre_shims.reference import (FlatMemory, KernelFault, Tile, compile_evaluation, data_index_symbols, evaluate,
+                                   full_box, tile_constant_positions)
 from tests.support import kernels as K
 
 
@@ -32,6 +32,8 @@ def test_an_index_read_from_data_is_not_tile_constant() -> None:
             Instr("add", (Ref(2), Ref(3)), "int64"),
             Instr("mul", (Ref(3), Ref(3)), "int64"))
     assert tile_constant_positions(body) == {3, 5}
+    assert data_index_symbols(body) == {K.sidx.index_symbol("tmp0")}
+    assert data_index_symbols(K.rotate_half(8, 2, 16).kernels[0].body) == frozenset()
 
 
 def test_evaluation_with_a_memo_matches_a_fresh_one_on_new_data() -> None:
