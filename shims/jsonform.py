@@ -116,7 +116,11 @@ def decode(data: Any, expected: Any, classes: Iterable[type], leaves: Iterable[L
     may raise :class:`ValueError` to reject it (e.g. a reference to a later
     instruction). Raises :class:`FormatError` naming the place of the problem.
     """
-    reader = _Reader({c.__name__: c for c in classes}, {leaf.key: leaf for leaf in leaves}, max_depth, check)
+    named = {c.__name__: c for c in classes}
+    odd = [n for n, c in named.items() if not dataclasses.is_dataclass(c)]
+    if odd:  # a caller's mistake, not bad data
+        raise TypeError(f"decode: classes must be dataclasses, not {', '.join(odd)}")
+    reader = _Reader(named, {leaf.key: leaf for leaf in leaves}, max_depth, check)
     try:
         return reader.value(data, expected, what, 0)
     except RecursionError:
@@ -180,7 +184,8 @@ class _Reader:
         if data is None and type(None) in options:
             return None
         options = tuple(o for o in options if o is not type(None))
-        cls = self.classes.get(data.get("$t")) if isinstance(data, dict) and isinstance(data.get("$t"), str) else None
+        tag = data.get("$t") if isinstance(data, dict) else None
+        cls = self.classes.get(tag) if isinstance(tag, str) else None
         named = [o for o in options if cls is not None and isinstance(o, type) and issubclass(cls, o)]
         if named or len(options) == 1:  # the object names its alternative: its own errors are the clear ones
             return self.value(data, (named or options)[0], where, depth)
@@ -217,6 +222,8 @@ class _Reader:
             raise FormatError(f"{where}: unknown object type {_show(name)} (expected {_choices(self.classes, base)})")
         if not issubclass(cls, base):
             raise FormatError(f"{where}: expected {base.__name__}, got {name}")
+        if not dataclasses.is_dataclass(cls):  # decode() admits dataclasses only
+            raise TypeError(f"{name} is not a dataclass")
         hints = _hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls)}
         extra = sorted(set(data) - set(fields) - {"$t"})
@@ -281,7 +288,7 @@ def _int(value: int, where: str) -> int:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: type[Any]) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 

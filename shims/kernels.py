@@ -55,7 +55,10 @@ class KernelSpec:
         return f"{NAMESPACE}::{self.name}"
 
 
-_LIB: torch.library.Library | None = None
+_LIB: Any = None  # the torch.library.Library of NAMESPACE, made on first registration
+# torch leaves these two unannotated: typed once here so the callers stay checked
+_new_library: Callable[[str, str], Any] = torch.library.Library
+_no_compile: Callable[[Callable[..., Any]], Callable[..., Any]] = torch.compiler.disable
 
 
 def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], schema: str,
@@ -76,10 +79,10 @@ def register_kernel(device: str, name: str, *, replaces: Callable[..., Any], sch
     if name in KERNELS:
         raise ValueError(f"hand-written kernel {name!r} is already registered")
     if _LIB is None:
-        _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")  # noqa: TOR901 - our own namespace
+        _LIB = _new_library(NAMESPACE, "FRAGMENT")  # noqa: TOR901 - our own namespace
     _LIB.define(f"{name}{schema}")
     _LIB.impl(name, reference, "CompositeExplicitAutograd")
-    _LIB.impl(name, torch.compiler.disable(device_impl), "PrivateUse1")
+    _LIB.impl(name, _no_compile(device_impl), "PrivateUse1")
     # Kernels have no backward: calls are only rewritten when nothing needs a
     # gradient (see passes.rewrite), so autograd has nothing to record.
     _LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
