@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,148 +33,21 @@ import torch
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
-from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, data_index_symbols, evaluate,
-                                   merge_partials, partial_dtypes)
+from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, evaluate, merge_partials,
+                                   partial_dtypes)
 
-from ..machine import Machine
 from ..model.bodies import index_cone
 from ..model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx,
-                             Operand, Pe, Program, Region, RingRecv, RingSend, Vec, describe)
+                             Pe, Program, Region, RingRecv, RingSend, Vec, describe)
 from ..model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
 from ..model.traffic import StickMarks
-from . import regroup
+from . import grouping, lx_memory, regroup
 from . import replay as rp
+from .card import HELD, Card, Where, core_range, where_of
+from .lx_memory import LxMemory, NotBatchable
 from .replay import Replay, put
 
 __all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute", "static_check"]
-
-#: The stamp of LX bytes an earlier kernel left for a later one.
-HELD = 255
-#: Replayed vector steps run compiled: loads and stores resolved once, the body
-#: a flat list of steps (False: interpreted every launch, for A/B measurements).
-REPLAY_COMPILED = True
-#: Card views kept for reuse (cleared when full).
-VIEW_CACHE_SIZE = 1 << 16
-
-
-class Card:
-    """The emulated card's on-core memory: every core's LX, kept across kernel
-    launches, with a write stamp per byte."""
-
-    def __init__(self, m: Machine) -> None:
-        self.machine = m
-        self.lx = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
-        self.stamp = torch.zeros(m.cores, m.lx_bytes, dtype=torch.uint8)
-        self.epoch = 0
-        self._typed: dict[torch.dtype, torch.Tensor] = {}
-        self._bits: dict[int, Any] = {}
-        # Views by (core or core range, LX view): a program's steps use the same
-        # few views every launch, and building one costs more than the copy it serves.
-        self._views: dict[tuple[Any, Lx], torch.Tensor] = {}
-
-    def new_launch(self) -> int:
-        """Start a checked launch: a new stamp; bytes stamped earlier become
-        unreadable. Unchecked launches read no stamps and take none: the
-        wrap-around below rewrites every core's stamps (tens of ms), which a
-        decode loop of unchecked launches would otherwise pay every 254 launches."""
-        self.epoch += 1
-        if self.epoch >= HELD:
-            # every stamp but HELD restarts at 0: HELD - 1 and below clamp to
-            # HELD - 1 and become 0, HELD becomes 1 and then HELD again (three
-            # in-place passes; a mask of the 64 MB took 9x longer)
-            self.stamp.clamp_(min=HELD - 1).sub_(HELD - 1).mul_(HELD)
-            self.epoch = 1
-        return self.epoch
-
-    def bits(self, itemsize: int) -> Any:
-        """Every core's LX, flat, as a numpy array of ``itemsize``-byte integers
-        sharing the card's memory (the gathered replay steps address it)."""
-        b = self._bits.get(itemsize)
-        if b is None:
-            b = self._bits[itemsize] = rp.bits(self.lx.view(-1)).view(rp.INTS[itemsize])
-        return b
-
-    def typed(self, dtype: torch.dtype) -> torch.Tensor:
-        """Every core's LX as elements of ``dtype``: (cores, lx_bytes / itemsize)."""
-        t = self._typed.get(dtype)
-        if t is None:
-            t = self._typed[dtype] = self.lx.view(dtype)
-        return t
-
-    def view(self, core: Where, lx: Lx) -> torch.Tensor:
-        """The tensor view of ``lx`` on one core, or stacked over a core range (:data:`Where`)."""
-        key = (core, lx)
-        v = self._views.get(key)
-        if v is None:
-            if len(self._views) >= VIEW_CACHE_SIZE:
-                self._views.clear()
-            t = self.typed(torch_dtype(lx.dtype))
-            v = self._views[key] = _core_view(t, core, lx.sizes, lx.strides, lx.addr // t.element_size())
-        return v
-
-    def grid_view(self, first: int, strides: tuple[int, int], shape: tuple[int, int], lx: Lx) -> torch.Tensor:
-        """``lx`` on a 2-D grid of cores ``first + i * strides[0] + j * strides[1]``."""
-        t = self.typed(torch_dtype(lx.dtype))
-        width = t.shape[1]
-        return t.as_strided((*shape, *lx.sizes), (strides[0] * width, strides[1] * width, *lx.strides),
-                            t.storage_offset() + first * width + lx.addr // t.element_size())
-
-    def stamps(self, core: Where, lx: Lx) -> torch.Tensor:
-        """Per-byte stamps of the bytes ``lx`` covers, as a view whose innermost
-        dims are merged where contiguous (broadcast dims dropped): ``[B?] + dims``."""
-        sizes, strides = _byte_dims(lx)
-        return _core_view(self.stamp, core, sizes, strides, lx.addr)
-
-    def element_stamps(self, core: Where, lx: Lx) -> torch.Tensor:
-        """Per-byte stamps shaped like ``lx``'s elements: ``[B?] + sizes + [itemsize]``."""
-        isz = lx.itemsize
-        sizes, strides = (*lx.sizes, isz), (*(st * isz for st in lx.strides), 1)
-        return _core_view(self.stamp, core, sizes, strides, lx.addr)
-
-
-#: One core, or the cores ``range(c0, c1[, step])`` stacked as a leading dim.
-Where = int | tuple[int, ...]
-
-
-def where_of(cores: Sequence[int]) -> Where:
-    """The :data:`Where` of cores in arithmetic progression (one core: an int)."""
-    if len(cores) == 1:
-        return cores[0]
-    step = cores[1] - cores[0]
-    return (cores[0], cores[-1] + 1) if step == 1 else (cores[0], cores[-1] + 1, step)
-
-
-def core_range(where: Where) -> range:
-    """The cores of ``where``."""
-    return range(where, where + 1) if isinstance(where, int) else range(*where)
-
-
-def _core_view(t: torch.Tensor, core: Where, sizes: tuple[int, ...], strides: tuple[int, ...],
-               offset: int) -> torch.Tensor:
-    """A strided view into row ``core`` of a (cores, n) tensor, or into the rows
-    of a core range with the core as the first dim; ``offset`` in elements."""
-    # Offsets computed directly: no per-core row slice (a tensor per call).
-    width = t.shape[1]
-    if isinstance(core, int):
-        return t.as_strided(sizes, strides, t.storage_offset() + core * width + offset)
-    rows = range(*core)
-    return t.as_strided((len(rows), *sizes), (width * rows.step, *strides), t.storage_offset() + rows.start * width + offset)
-
-
-def _byte_dims(lx: Lx) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The bytes of a view as few strided dims as possible (contiguous runs merged)."""
-    dims = [(n, st * lx.itemsize) for n, st in zip(lx.sizes, lx.strides) if n > 1 and st != 0]
-    dims.sort(key=lambda t: -t[1])
-    dims.append((lx.itemsize, 1))
-    out = [dims[-1]]
-    for n, st in reversed(dims[:-1]):
-        inner_n, inner_st = out[0]
-        if st == inner_n * inner_st:
-            out[0] = (n * inner_n, inner_st)
-        else:
-            out.insert(0, (n, st))
-    return tuple(n for n, _ in out), tuple(st for _, st in out)
-
 
 @dataclasses.dataclass
 class RunStats:
@@ -183,260 +56,6 @@ class RunStats:
 
     dynamic_bytes: dict[tuple[int, int], int]
     lx_peak: dict[int, int]
-
-
-# ------------------------------------------------------------------ LX memory for vector steps
-
-class _NotBatchable(Exception):
-    pass
-
-
-class _LxMemory:
-    """A vector step's loads and stores against its LX operands, on one core or
-    stacked over a core range."""
-
-    def __init__(self, ex: _Execution, where: Where, ops: Sequence[Operand] | Sequence[Sequence[Operand]],
-                 step: int, kernel: LoopKernel, targets: Mapping[int, Lx] | None = None) -> None:
-        self.ex, self.where, self.step, self.kernel = ex, where, step, kernel
-        self.batched = not isinstance(where, int)
-        # per position: one operand (single core) or the per-core operands of the batch
-        if self.batched:
-            per_core = list(ops)  # type: ignore[arg-type]
-            self.ops = {o.pos: [c_ops[k] for c_ops in per_core] for k, o in enumerate(per_core[0])}  # type: ignore[index]
-        else:
-            self.ops = {o.pos: [o] for o in ops}  # type: ignore[union-attr]
-        self.targets = targets or {}
-        #: a replayed step's memory keeps its windows and gather indices (the
-        #: tile and operands are the same every launch; a masked gather's
-        #: indices are kept for the very mask tensor they were built under)
-        self.memo: dict[Any, Any] | None = None
-        #: and the body values that depend only on the tile (evaluate's ``memo``)
-        self.values: dict[int, Any] | None = None
-        #: and, once replayed, how each body position loads and stores
-        #: (resolved on the first replay; a load's under the mask it saw)
-        self.fast: dict[int, Any] | None = None
-        #: and the step's evaluation compiled to a flat list of steps
-        self.plan: Callable[[], dict[int, Any]] | None = None
-
-    def _core(self) -> int:
-        return self.where if isinstance(self.where, int) else self.where[0]
-
-    def _fail(self, kind: str, name: str, detail: str) -> EmulatorError:
-        return EmulatorError(kind, self.ex.p.name, self._core(), self.step, name, detail)
-
-    def _window(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
-        """(strided view over ``shape``, its LX view) for an affine access of a window, or (None, None)."""
-        if self.memo is None:
-            return self._find_window(ops, index, tile, shape)
-        key = ("window", index, tuple(shape), ops[0].lx, ops[0].base)
-        found = self.memo.get(key)
-        if found is None:
-            found = self.memo[key] = self._find_window(ops, index, tile, shape)
-        return found
-
-    def _find_window(self, ops: list[Operand], index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
-        aff = tile.affine(index)
-        if aff is None or any(c < 0 for c in aff[1]):
-            return None, None
-        start, coeffs = aff
-        lx = ops[0].lx
-        n = lx.sizes[0]
-        if self.batched:
-            if any(o.lx != lx for o in ops):
-                raise _NotBatchable()
-            rel_all = start - torch.tensor([o.base for o in ops], dtype=torch.int64)
-            if bool((rel_all != rel_all[0]).any()):
-                return None, None  # each core reads its own part of the window: a batched gather
-            rel = int(rel_all[0])
-            inner = shape[1:]
-        else:
-            rel = int(start) - ops[0].base
-            inner = shape
-        last = rel + sum(c * (k - 1) for c, k in zip(coeffs, inner) if k > 0)
-        if rel < 0 or last >= n:
-            return None, None
-        strides = [c if k > 1 else 0 for c, k in zip(coeffs, inner)]
-        sub = Lx(lx.addr + rel * lx.itemsize, lx.dtype, tuple(inner), tuple(strides))
-        return self.ex.card.view(self.where, sub), sub
-
-    def _gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
-                    mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
-        if self.memo is None:
-            return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
-        # A tile-constant mask is the same tensor every launch (evaluate's memo);
-        # one computed from data is new each time and misses.
-        if self._data_indexed(index):
-            return self._find_gather_idx(ops, name, index, tile, keep, mask, shape)
-        key = ("gather", index, keep, tuple(shape), ops[0].lx, ops[0].base)
-        found = self.memo.get(key)
-        if found is None or found[0] is not mask:
-            found = self.memo[key] = (mask, self._find_gather_idx(ops, name, index, tile, keep, mask, shape))
-        return found[1]
-
-    def _find_gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
-                         mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
-        idx = tile.indices(index, keep=keep).expand(tuple(shape))
-        if self.batched:
-            bases = torch.tensor([o.base for o in ops], dtype=torch.int64).view(-1, *[1] * (len(shape) - 1))
-            idx = idx - bases
-        else:
-            idx = idx - ops[0].base
-        n = ops[0].lx.sizes[0]
-        if mask is None and (idx.numel() == 0 or (int(idx.amin()) >= 0 and int(idx.amax()) < n)):
-            return idx
-        bad = (idx < 0) | (idx >= n)
-        if mask is not None:
-            m = mask.bool().expand(tuple(shape))
-            bad = bad & m
-            idx = torch.where(m, idx, torch.zeros((), dtype=idx.dtype))
-        if bool(bad.any()):
-            raise self._fail("read outside its LX window", name,
-                             f"element {int(idx[bad].flatten()[0]) + ops[0].base} not in the window of {n} at {ops[0].base}")
-        return idx
-
-    def _flat_window(self, ops: list[Operand]) -> tuple[torch.Tensor, torch.Tensor]:
-        lx = ops[0].lx
-        if self.batched and any(o.lx != lx for o in ops):
-            raise _NotBatchable()
-        return self.ex.card.view(self.where, lx), self.ex.card.element_stamps(self.where, lx)
-
-    def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
-        if pos in self.targets:  # address generation: record the DRAM index, value not needed
-            self._record_target(pos, index, tile, mask)
-            return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
-        fast = self.fast if REPLAY_COMPILED else None
-        if fast is not None:
-            hit = fast.get(pos)
-            if hit is not None and hit[0] is mask:
-                return hit[1]()
-        read = self._reader(pos, name, index, tile, mask)
-        if fast is not None and not self._data_indexed(index):
-            fast[pos] = (mask, read)
-        return read()
-
-    def _data_indexed(self, index: sympy.Expr) -> bool:
-        """Whether ``index`` goes through a value read from data (an ``indirect``):
-        its reader must not be kept from one launch to the next."""
-        return bool(sidx.free_symbols(index) & data_index_symbols(self.kernel.body))
-
-    def _reader(self, pos: int, name: str, index: sympy.Expr, tile: Tile,
-                mask: torch.Tensor | None) -> Callable[[], torch.Tensor]:
-        """How the load at ``pos`` reads (its checks done now): a view of LX, or a
-        gather through kept indices."""
-        ops = self.ops.get(pos)
-        if ops is None:
-            if self.targets:
-                return lambda: torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
-            raise self._fail("missing operand", name, f"load at body position {pos} has no LX operand")
-        shape = list(tile.shape)
-        op = ops[0]
-        if op.kind == "tile":
-            if self.batched and any(o.lx != op.lx for o in ops):
-                raise _NotBatchable()
-            if list(op.lx.sizes) != shape[tile.lead:]:
-                raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
-            view = self.ex.card.view(self.where, op.lx)
-            self.ex.check_written(self.where, op.lx, self.step, name, mask)
-            return lambda: view
-        view, sub = self._window(ops, name, index, tile, shape)
-        if view is not None:
-            self.ex.check_written(self.where, sub, self.step, name, mask)
-            return lambda: view
-        flat, stamps = self._flat_window(ops)
-        idx = self._gather_idx(ops, name, index, tile, False, mask, shape)
-        if self.ex.checking:
-            written = (stamps == self.ex.epoch).all(-1)
-            ok = written.gather(-1, idx.reshape(idx.shape[0], -1)).reshape(idx.shape) if self.batched \
-                else written.take(idx)
-            if mask is not None:
-                ok = ok | ~mask.bool().expand(tuple(shape))
-            if not bool(ok.all()):
-                raise self._fail("read of unwritten LX", name, f"window element {int(idx[~ok].flatten()[0])}")
-        if self.batched:
-            rows = idx.reshape(idx.shape[0], -1)
-            return lambda: flat.gather(-1, rows).reshape(idx.shape)
-        return lambda: flat.take(idx)
-
-    def _record_target(self, pos: int, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None,
-                       keep: bool = False) -> None:
-        lx = self.targets[pos]
-        shape = tile.keep_shape() if keep else list(tile.shape)
-        idx = tile.indices(index, keep=keep).expand(tuple(shape))
-        if mask is not None:
-            idx = torch.where(mask.bool().expand(tuple(shape)), idx, torch.full((), -1, dtype=torch.int64))
-        out = self.ex.card.view(self.where, lx)
-        out.copy_(idx.reshape(out.shape))
-        self.ex.mark(self.where, lx)
-
-    def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
-              mode: str | None) -> None:
-        if pos in self.targets:
-            self._record_target(pos, index, tile, None, keep=reduced)
-            return
-        if self.targets:
-            return  # address generation stores nothing
-        fast = self.fast if REPLAY_COMPILED else None
-        write = fast.get(pos) if fast is not None else None
-        if write is None:
-            write = self._writer(pos, name, index, tile, reduced, mode)
-            if fast is not None:
-                fast[pos] = write
-        write(value)
-
-    def _writer(self, pos: int, name: str, index: sympy.Expr, tile: Tile, reduced: bool,
-                mode: str | None) -> Callable[[torch.Tensor], None]:
-        """How the store at ``pos`` writes a value: into a view of LX, or scattered
-        through kept indices; LX stamped as written when the launch is checked."""
-        ops = self.ops.get(pos)
-        if ops is None:
-            raise self._fail("missing operand", name, f"store at body position {pos} has no LX operand")
-        shape = tile.keep_shape() if reduced else list(tile.shape)
-        op = ops[0]
-        dt = torch_dtype(op.lx.dtype)
-        size = tuple(shape)
-        checking = self.ex.checking
-
-        def cast(value: torch.Tensor) -> torch.Tensor:
-            v = torch.as_tensor(value)
-            v = v if v.dtype == dt else v.to(dt)
-            return v if v.shape == size else v.expand(size)
-        if op.kind == "tile":
-            if self.batched and any(o.lx != op.lx for o in ops):
-                raise _NotBatchable()
-            if list(op.lx.sizes) != shape[tile.lead:]:
-                raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
-            # One LX element per tile point: an accumulating store's adding
-            # happens in DRAM (DmaScatter/DmaStore with accumulate).
-            view, sub = self.ex.card.view(self.where, op.lx), op.lx
-        else:
-            view, sub = (None, None) if mode == "atomic_add" else self._window(ops, name, index, tile, shape)
-        if view is not None:
-            def write_view(value: torch.Tensor) -> None:
-                view.copy_(cast(value))
-                if checking:
-                    self.ex.mark(self.where, sub)
-            return write_view
-        flat, stamps = self._flat_window(ops)
-        idx = self._gather_idx(ops, name, index, tile, reduced, None, shape)
-        add = mode == "atomic_add"
-        if self.batched:
-            rows = idx.reshape(idx.shape[0], -1)
-            st = stamps.reshape(stamps.shape[0], -1, stamps.shape[-1])
-            st_rows = rows.unsqueeze(-1).expand(-1, -1, st.shape[-1])
-
-            def scatter_rows(value: torch.Tensor) -> None:
-                v = cast(value).reshape(rows.shape)
-                flat.scatter_add_(-1, rows, v) if add else flat.scatter_(-1, rows, v)
-                if checking:
-                    st.scatter_(1, st_rows, torch.full((), self.ex.epoch, dtype=torch.uint8).expand(st_rows.shape))
-            return scatter_rows
-        at = (idx.reshape(-1),)
-
-        def scatter(value: torch.Tensor) -> None:
-            flat.index_put_(at, cast(value).reshape(-1), accumulate=add)
-            if checking:
-                stamps[at[0]] = self.ex.epoch
-        return scatter
 
 
 # ------------------------------------------------------------------ execution
@@ -605,7 +224,7 @@ class _Execution:
                 starts = torch.tensor([[lo for lo, _ in v.box] + [lo for lo, _ in (v.red or ())] +
                                        ([0] * len(kernel.reduction_ranges) if v.red is None else [])
                                        for v in instrs], dtype=torch.int64)
-                mem = _LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
+                mem = LxMemory(self, where, [v.operands for v in instrs], steps[0], kernel)
                 tile = self._tile(ins, kernel, starts, ins.bind)
             try:
                 self._run_vec(where, steps[0], ins, kernel, mem, tile, batched=None if validated else instrs)
@@ -613,12 +232,12 @@ class _Execution:
                     mem.memo, mem.values, mem.fast = {}, {}, {}
                     kept[:] = ["batched", (mem, tile)]
                 return
-            except _NotBatchable:
+            except NotBatchable:
                 pass
         if kept is not None and kept[0] == "single":
             parts = kept[1]
         else:
-            parts = [(core, step, v, _LxMemory(self, core, v.operands, step, kernel), self._tile(v, kernel, None, v.bind))
+            parts = [(core, step, v, LxMemory(self, core, v.operands, step, kernel), self._tile(v, kernel, None, v.bind))
                      for core, step, v in zip(cores, steps, instrs)]
             if kept is not None:
                 for part in parts:
@@ -628,12 +247,12 @@ class _Execution:
             mem.ex = self
             self._run_vec(core, step, v, kernel, mem, tile)
 
-    def _run_vec(self, where: Where, step: int, ins: Vec, kernel: LoopKernel, mem: _LxMemory,
+    def _run_vec(self, where: Where, step: int, ins: Vec, kernel: LoopKernel, mem: LxMemory,
                  tile: Tile, batched: list[Vec] | None = None) -> None:
         if batched is not None:
             self._prevalidate(mem)
         try:
-            if mem.fast is not None and REPLAY_COMPILED:  # a replayed step: compiled on its first replay, then rerun
+            if mem.fast is not None and lx_memory.REPLAY_COMPILED:  # a replayed step: compiled on its first replay, then rerun
                 if mem.plan is None:
                     mem.plan = compile_evaluation(kernel, mem, tile, phase=ins.phase, memo=mem.values)
                 partials = mem.plan()
@@ -649,18 +268,18 @@ class _Execution:
                 self.mark(where, lx)
 
     @staticmethod
-    def _prevalidate(mem: _LxMemory) -> None:
-        """Raise _NotBatchable before any store when the batch's operands are not
+    def _prevalidate(mem: LxMemory) -> None:
+        """Raise NotBatchable before any store when the batch's operands are not
         at one LX view on every core."""
         for ops in mem.ops.values():
             if any(o.lx != ops[0].lx for o in ops):
-                raise _NotBatchable()
+                raise NotBatchable()
 
     def addr_gen(self, core: int, step: int, ins: AddrGen) -> None:
         kernel = self.p.bodies[ins.body]
         targets = dict(ins.targets)
         only = index_cone(kernel.body, tuple(sorted(targets)))
-        mem = _LxMemory(self, core, ins.operands, step, kernel, targets=targets)
+        mem = LxMemory(self, core, ins.operands, step, kernel, targets=targets)
         try:
             evaluate(kernel, mem, self._tile(ins, kernel, None, ins.bind), only=only)
         except KernelFault as exc:
@@ -696,7 +315,7 @@ class _Execution:
                     put(self.card.view(core, lx), value)
                     self.mark(core, lx)
             return
-        mem = _LxMemory(self, core, ins.operands, step, kernel)
+        mem = LxMemory(self, core, ins.operands, step, kernel)
         evaluate(kernel, mem, tile, phase="finish", reduced=reduced)
 
     def pe(self, cores: list[int], steps: list[int], instrs: list[Pe]) -> None:
@@ -744,7 +363,7 @@ class _Execution:
                                   for c, pc in list(pcs.items())[:4])
                 raise EmulatorError("deadlock", self.p.name, next(iter(pcs)), pcs[next(iter(pcs))], "-",
                                     f"no core can proceed: {stuck}")
-            for group in _batches(runnable):
+            for group in grouping.batches(runnable):
                 yield group
                 for c, pc, _ in group:
                     pcs[c] = pc + 1
@@ -782,18 +401,18 @@ class _Execution:
         def signature(item: tuple[int, int, Instruction]) -> Any:
             c, _, ins = item
             src = self.direct.get((ins.tag, c)) if isinstance(ins, RingRecv) else None
-            return ("direct", ins.dst, src[1]) if src else _signature(ins)
+            return ("direct", ins.dst, src[1]) if src else grouping.signature(ins)
 
         def shape(item: tuple[int, int, Instruction]) -> Any:
             c, _, ins = item
             if isinstance(ins, RingRecv):
                 src = self.direct.get((ins.tag, c))
-                return ("copy", _lx_shape(ins.dst), _lx_shape(src[1])) if src and _gatherable(ins.dst, src[1]) else None
+                return ("copy", grouping.lx_shape(ins.dst), grouping.lx_shape(src[1])) if src and grouping.gatherable(ins.dst, src[1]) else None
             if isinstance(ins, DmaLoad) and self._dram_gatherable(ins.src, ins.dst):
-                return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, _lx_shape(ins.dst))
+                return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, grouping.lx_shape(ins.dst))
             if isinstance(ins, DmaStore) and not ins.accumulate and self._dram_gatherable(ins.dst, ins.src) \
-                    and _disjoint(ins.dst.sizes, ins.dst.strides):
-                return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, _lx_shape(ins.src))
+                    and grouping.disjoint(ins.dst.sizes, ins.dst.strides):
+                return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, grouping.lx_shape(ins.src))
             return None
 
         return regroup.regroup(order, lvls, signature, shape)
@@ -803,7 +422,7 @@ class _Execution:
         conversion) over non-negative strides, so it can run gathered."""
         buf = self.buffers.get(r.buffer)
         return buf is not None and buf.dtype == torch_dtype(lx.dtype) and min(r.strides, default=0) >= 0 \
-            and _gatherable(lx, lx)
+            and grouping.gatherable(lx, lx)
 
     def replay(self, thunks: Sequence[rp.Thunk]) -> None:
         """Run a recorded launch's steps in their order (unchecked launches only)."""
@@ -844,19 +463,19 @@ class _Execution:
         if isinstance(ins, RingRecv) and (ins.tag, c) in self.direct:
             src = self.direct[(ins.tag, c)][1]
             pairs = [(g[0], self.direct[(g[2].tag, g[0])][0]) for g in group]  # type: ignore[attr-defined]
-            grid = _core_grid(pairs)
+            grid = grouping.core_grid(pairs)
             if grid is not None:
                 shape, (r0, rs), (s0, ss) = grid
                 return rp.copy(self.card.grid_view(r0, rs, shape, ins.dst), self.card.grid_view(s0, ss, shape, src))
             runs = [rp.copy(view(where_of([r for r, _ in run]), ins.dst), self._senders([s for _, s in run], src))
-                    for run in _even_pairs(pairs)]
+                    for run in grouping.even_pairs(pairs)]
             return runs[0] if len(runs) == 1 else rp.sequence(runs)
         if isinstance(ins, RingSend):
             group = [(g[0], g[1], dataclasses.replace(g[2], peers=tuple(  # type: ignore[call-arg, attr-defined]
                 p for p in g[2].peers if (g[2].tag, p) not in self.direct))) for g in group]  # type: ignore[attr-defined]
             if not any(g[2].peers for g in group):  # type: ignore[attr-defined]
                 return None
-        lead = _spacing(group) if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) else None
+        lead = grouping.spacing(group) if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) else None
         if len(group) > 1 and isinstance(ins, (DmaLoad, DmaStore)) and lead is None:
             return rp.sequence([self._thunk([g]) for g in group])
         if len(group) == 1:
@@ -939,7 +558,7 @@ class _Execution:
     def _batched_dma(self, group: list[tuple[int, int, Instruction]]) -> bool:
         """Loads (stores) of equal shape into (from) the same LX view of a core
         range, to (from) regions spaced evenly or on a 2-D grid: one strided copy."""
-        lead = _spacing(group)
+        lead = grouping.spacing(group)
         if lead is None:
             return False
         first = group[0][2]
@@ -976,130 +595,6 @@ class _Execution:
                 if hit:
                     raise EmulatorError("cross-core write conflict", self.p.name, hit[1], -1, buf,
                                         f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
-
-
-def _lx_shape(lx: Lx) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
-    """What a gathered step needs equal across its views: dtype, sizes, strides."""
-    return lx.dtype, lx.sizes, lx.strides
-
-
-def _gatherable(dst: Lx, src: Lx) -> bool:
-    """Whether a copy from ``src`` to ``dst`` can run gathered: bits copied as
-    they are (one dtype), strides non-negative, and no element of the
-    destination written twice (a broadcast destination is not)."""
-    return dst.dtype == src.dtype and min(src.strides, default=0) >= 0 and \
-        _disjoint(dst.sizes, dst.strides) and dst.addr % dst.itemsize == 0 and src.addr % src.itemsize == 0
-
-
-def _spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int], ...] | None:
-    """How a DMA group's DRAM regions lie, as leading (count, offset step) dims
-    of one strided view: ``((n, delta),)`` when spaced evenly, or ``((rows, d0),
-    (cols, d1))`` when the k-th region is at ``(k // cols) * d0 + (k % cols) * d1``
-    (a 2-D tiling spread over a core range); else None. Stores must also not
-    overlap: the stacked view must address each element once."""
-    regions: list[Region] = [g[2].src if isinstance(g[2], DmaLoad) else g[2].dst for g in group]  # type: ignore[union-attr]
-    offs = [r.offset for r in regions]
-    n = len(offs)
-    found = None
-    for cols in _row_lengths(n):
-        fit = _grid_strides(offs, cols)
-        if fit is not None:
-            found = ((n, fit[1]),) if cols == n else ((n // cols, fit[0]), (cols, fit[1]))
-            break
-    if found is None:
-        return None
-    if isinstance(group[0][2], DmaStore) and not _disjoint(
-            (*(c for c, _ in found), *regions[0].sizes), (*(d for _, d in found), *regions[0].strides)):
-        return None
-    return found
-
-
-def _core_grid(pairs: list[tuple[int, int]]) -> tuple[tuple[int, int], tuple[int, tuple[int, int]],
-                                                      tuple[int, tuple[int, int]]] | None:
-    """(shape, (first receiver, core strides), (first sender, core strides)) when
-    the pairs, in order, fill a 2-D grid on which receivers and senders are
-    affine (e.g. receivers 4..31 from senders 0..3 repeating: shape (7, 4),
-    strides (4, 1) and (0, 1)); else None. Receivers distinct, strides >= 0."""
-    n = len(pairs)
-    if n < 2 or len({r for r, _ in pairs}) != n:
-        return None
-    receivers, senders = [r for r, _ in pairs], [c for _, c in pairs]
-    for cols in _row_lengths(n):
-        rs, ss = _grid_strides(receivers, cols), _grid_strides(senders, cols)
-        if rs is not None and ss is not None:
-            return (n // cols, cols), (pairs[0][0], rs), (pairs[0][1], ss)
-    return None
-
-
-def _row_lengths(n: int) -> Iterator[int]:
-    """Row lengths a sequence of ``n`` items can be laid out in, longest first
-    (``n`` itself: one row)."""
-    return (d for d in range(n, 1, -1) if n % d == 0)
-
-
-def _grid_strides(values: Sequence[int], cols: int) -> tuple[int, int] | None:
-    """(outer, inner) >= 0 with ``values[k] == values[0] + (k // cols) * outer +
-    (k % cols) * inner`` for every k, else None (``outer`` is 0 for one row)."""
-    inner = values[1] - values[0]
-    outer = values[cols] - values[0] if cols < len(values) else 0
-    if inner < 0 or outer < 0 or any(v != values[0] + (k // cols) * outer + (k % cols) * inner
-                                     for k, v in enumerate(values)):
-        return None
-    return outer, inner
-
-
-def _even_pairs(pairs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """Split (receiver, sender) pairs, receivers ascending, into runs where both
-    cores step evenly (each run: one copy between strided core views)."""
-    runs: list[list[tuple[int, int]]] = []
-    for pair in pairs:
-        run = runs[-1] if runs else None
-        if run and pair[1] >= run[-1][1] and (len(run) == 1 or (pair[0] - run[-1][0] == run[1][0] - run[0][0]
-                                                                 and pair[1] - run[-1][1] == run[1][1] - run[0][1])):
-            run.append(pair)
-        else:
-            runs.append([pair])
-    return runs
-
-
-def _disjoint(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether a strided view addresses no element twice (sufficient test: each
-    stride, smallest first, clears the extent of the dims inside it)."""
-    extent = 0
-    for n, st in sorted(((n, st) for n, st in zip(sizes, strides) if n > 1), key=lambda t: t[1]):
-        if st <= extent:
-            return False
-        extent += st * (n - 1)
-    return True
-
-
-def _signature(ins: Instruction) -> Any:
-    if isinstance(ins, Vec):
-        return ("vec", ins.body, tuple(b - a for a, b in ins.box), tuple(b - a for a, b in (ins.red or ())),
-                ins.phase, ins.bind, ins.partials, tuple((o.pos, o.kind, o.lx) for o in ins.operands))
-    if isinstance(ins, Pe):
-        return ("pe", ins)
-    if isinstance(ins, DmaLoad):
-        return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, ins.dst)
-    if isinstance(ins, RingRecv):
-        return ("recv", ins.dst)
-    if isinstance(ins, RingSend):
-        return ("send", ins.src)
-    if isinstance(ins, DmaStore):
-        return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, ins.src, ins.accumulate)
-    return None
-
-
-def _batches(runnable: list[tuple[int, int, Instruction]]) -> list[list[tuple[int, int, Instruction]]]:
-    """Runs of consecutive cores executing the same step on their own tiles."""
-    out: list[list[tuple[int, int, Instruction]]] = []
-    for item in sorted(runnable, key=lambda t: t[0]):
-        sig = _signature(item[2])
-        if out and sig is not None and out[-1][-1][0] == item[0] - 1 and _signature(out[-1][-1][2]) == sig:
-            out[-1].append(item)
-        else:
-            out.append([item])
-    return out
 
 
 def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,

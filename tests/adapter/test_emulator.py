@@ -11,7 +11,7 @@ import torch
 
 from tests.support import kernels as K
 from spyre_adapter.backend import plan
-from spyre_adapter.emulator import executor
+from spyre_adapter.emulator import executor, lx_memory
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
@@ -310,7 +310,7 @@ def test_compiled_replay_equals_interpreted_replay(case: str, monkeypatch: pytes
     for seed in (1, 2, 3):
         outs = []
         for compiled in (True, False):
-            monkeypatch.setattr(executor, "REPLAY_COMPILED", compiled)
+            monkeypatch.setattr(lx_memory, "REPLAY_COMPILED", compiled)
             got = K.buffers(kernel, seed)
             execute(p, got, card, checking=False, replay=replay)
             outs.append(got)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.support import kernels as K
 from spyre_adapter.backend import plan
-from spyre_adapter.emulator import executor, regroup
+from spyre_adapter.emulator import grouping, regroup
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.machine import DEFAULT
 from spyre_adapter.model.program import DmaLoad, DmaStore, Lx, Region, RingRecv, RingSend
@@ -78,14 +78,14 @@ def test_a_receive_copies_from_the_sender_when_the_source_outlives_it() -> None:
 
 def test_direct_copies_split_where_receivers_or_senders_stop_stepping_evenly() -> None:
     pairs = [(0, 4), (1, 5), (2, 6), (3, 3), (4, 3), (5, 3), (6, 0)]
-    assert executor._even_pairs(pairs) == [[(0, 4), (1, 5), (2, 6)], [(3, 3), (4, 3), (5, 3)], [(6, 0)]]
+    assert grouping.even_pairs(pairs) == [[(0, 4), (1, 5), (2, 6)], [(3, 3), (4, 3), (5, 3)], [(6, 0)]]
 
 
 def test_direct_copies_of_a_repeating_sender_pattern_are_one_grid_copy() -> None:
     pairs = [(4 + k, k % 4) for k in range(28)]
-    assert executor._core_grid(pairs) == ((7, 4), (4, (4, 1)), (0, (0, 1)))
-    assert executor._core_grid([(0, 4), (1, 5), (2, 6)]) == ((1, 3), (0, (0, 1)), (4, (0, 1)))
-    assert executor._core_grid([(0, 4), (1, 6), (2, 5)]) is None
+    assert grouping.core_grid(pairs) == ((7, 4), (4, (4, 1)), (0, (0, 1)))
+    assert grouping.core_grid([(0, 4), (1, 5), (2, 6)]) == ((1, 3), (0, (0, 1)), (4, (0, 1)))
+    assert grouping.core_grid([(0, 4), (1, 6), (2, 5)]) is None
     card = Card(DEFAULT)
     card.lx.view(torch.float32)[:, :4] = torch.arange(32.0).view(32, 1)
     got = card.grid_view(4, (4, 1), (7, 4), X)[..., :4]
@@ -106,7 +106,7 @@ def test_a_view_called_disjoint_addresses_no_element_twice(dims, lead) -> None:
     sizes = tuple(n for n, _ in dims) + (lead,)
     strides = tuple(s for _, s in dims) + (3,)
     addrs = [sum(i * s for i, s in zip(ix, strides)) for ix in itertools.product(*(range(n) for n in sizes))]
-    if executor._disjoint(sizes, strides):
+    if grouping.disjoint(sizes, strides):
         assert len(addrs) == len(set(addrs))
 
 
@@ -116,7 +116,7 @@ def test_dma_spacing_is_found_only_where_one_strided_view_holds_every_region(off
     """Any offsets: when _spacing names a layout, the stacked view's k-th region
     starts at the k-th offset (loads and stores), and stores never overlap."""
     group = [(c, 0, _store("a", o) if store else _load("a", o)) for c, o in enumerate(offsets)]
-    lead = executor._spacing(group)
+    lead = grouping.spacing(group)
     if lead is None:
         return
     assert len(lead) in (1, 2) and math.prod(n for n, _ in lead) == len(offsets)
@@ -129,9 +129,9 @@ def test_dma_spacing_is_found_only_where_one_strided_view_holds_every_region(off
 
 def test_dma_spacing_recognises_a_2d_tiling_spread_over_cores() -> None:
     offs = [0, 256, 131072, 131328]
-    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate(offs)]) == ((2, 131072), (2, 256))
-    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 128])]) == ((3, 64),)
-    assert executor._spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 100])]) is None
+    assert grouping.spacing([(c, 0, _load("a", o)) for c, o in enumerate(offs)]) == ((2, 131072), (2, 256))
+    assert grouping.spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 128])]) == ((3, 64),)
+    assert grouping.spacing([(c, 0, _load("a", o)) for c, o in enumerate([0, 64, 100])]) is None
 
 
 def test_progressions_batch_evenly_stepped_cores() -> None:
