@@ -24,7 +24,10 @@ import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["FormatError", "Leaf", "encode", "decode", "loads", "INT_MIN", "INT_MAX", "MAX_DEPTH"]
 
@@ -116,10 +119,11 @@ def decode(data: Any, expected: Any, classes: Iterable[type], leaves: Iterable[L
     may raise :class:`ValueError` to reject it (e.g. a reference to a later
     instruction). Raises :class:`FormatError` naming the place of the problem.
     """
-    named = {c.__name__: c for c in classes}
-    odd = [n for n, c in named.items() if not dataclasses.is_dataclass(c)]
+    classes = tuple(classes)
+    odd = [c.__name__ for c in classes if not dataclasses.is_dataclass(c)]
     if odd:  # a caller's mistake, not bad data
         raise TypeError(f"decode: classes must be dataclasses, not {', '.join(odd)}")
+    named = {c.__name__: c for c in classes if dataclasses.is_dataclass(c)}
     reader = _Reader(named, {leaf.key: leaf for leaf in leaves}, max_depth, check)
     try:
         return reader.value(data, expected, what, 0)
@@ -129,7 +133,7 @@ def decode(data: Any, expected: Any, classes: Iterable[type], leaves: Iterable[L
 
 @dataclasses.dataclass
 class _Reader:
-    classes: dict[str, type]
+    classes: dict[str, type[DataclassInstance]]
     leaves: dict[str, Leaf]
     max_depth: int
     check: Callable[[Any], None] | None
@@ -222,8 +226,6 @@ class _Reader:
             raise FormatError(f"{where}: unknown object type {_show(name)} (expected {_choices(self.classes, base)})")
         if not issubclass(cls, base):
             raise FormatError(f"{where}: expected {base.__name__}, got {name}")
-        if not dataclasses.is_dataclass(cls):  # decode() admits dataclasses only
-            raise TypeError(f"{name} is not a dataclass")
         hints = _hints(cls)
         fields = {f.name: f for f in dataclasses.fields(cls)}
         extra = sorted(set(data) - set(fields) - {"$t"})

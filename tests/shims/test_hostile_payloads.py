@@ -119,3 +119,19 @@ def test_an_envelope_cannot_name_something_else_as_its_backend(ref: str) -> None
     Backend for the device is accepted, nothing else is called."""
     with pytest.raises(FormatError, match="kernel envelope: backend"):
         load_kernel("not-registered-device", _envelope(kind="device", backend=ref))
+
+
+
+def test_decode_refuses_classes_that_are_not_dataclasses() -> None:
+    """A ``$t`` may only name a dataclass: passing another class is the caller's
+    mistake, reported before any data is read (not a FormatError about the data)."""
+    from spyre_shims.jsonform import decode, encode
+
+    class NotData:
+        pass
+
+    ref = kir.Ref(3)
+    data = encode(ref)
+    with pytest.raises(TypeError, match="classes must be dataclasses, not NotData"):
+        decode(data, kir.Ref, [kir.Ref, NotData])
+    assert decode(data, kir.Ref, [kir.Ref]) == ref
