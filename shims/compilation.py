@@ -43,11 +43,13 @@ def count_compiles() -> Iterator[CompileCounts]:
     counts = CompileCounts()
     before = dynamo_counts.snapshot()
     timer = dynamo_counts.CompileTimer()
+    logged = dynamo_counts.BreakLog()
     try:
-        with timer:
+        with timer, logged:
             yield counts
     finally:
-        for key, value in dynamo_counts.delta(before, dynamo_counts.snapshot()).items():
+        counted = dynamo_counts.delta(before, dynamo_counts.snapshot())
+        for key, value in dynamo_counts.merge_logged(counted, logged).items():
             setattr(counts, key, value)
         counts.seconds = timer.seconds
 

@@ -10,6 +10,8 @@ table, so readings are differences of snapshots that tolerate a reset.
 from __future__ import annotations
 
 import importlib
+import logging
+import re
 import time
 from typing import Any
 
@@ -51,6 +53,55 @@ def delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return {"compiles": compiles, "recompiles": recompiles,
             "graph_breaks": max(0, after["graph_breaks"] - before["graph_breaks"]),
             "graphs": max(0, after["graphs"] - before["graphs"]), "break_reasons": reasons}
+
+
+class BreakLog(logging.Handler):
+    """Graph breaks as Dynamo logs them (its ``graph_breaks`` log artifact), by
+    reason, inside a ``with`` block. Some releases log a break without counting
+    it: torch 2.6 counts no data-dependent jump (``if tensor:``), so
+    :func:`merge_logged` fills the counts from here when the counters are empty.
+
+    For the block the logger is set to DEBUG and, unless the user enabled it
+    (``TORCH_LOGS=graph_breaks``), kept from propagating, so nothing is printed
+    that was not before; its level, propagation and handlers are restored on exit.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.reasons: dict[str, int] = {}
+        self._log: logging.Logger | None = getattr(
+            importlib.import_module("torch._dynamo.symbolic_convert"), "graph_break_log", None)
+        self._saved: tuple[int, bool] = (logging.NOTSET, True)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r"Reason: (.*)", record.getMessage())
+        key = found.group(1).strip()[:200] if found and found.group(1).strip() else "graph break"
+        self.reasons[key] = self.reasons.get(key, 0) + 1
+
+    def __enter__(self) -> "BreakLog":
+        log = self._log
+        if log is not None:
+            self._saved = (log.level, log.propagate)
+            if not log.isEnabledFor(logging.DEBUG):
+                log.propagate = False
+            log.setLevel(logging.DEBUG)
+            log.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        log = self._log
+        if log is not None:
+            log.removeHandler(self)
+            log.setLevel(self._saved[0])
+            log.propagate = self._saved[1]
+
+
+def merge_logged(counted: dict[str, Any], logged: BreakLog) -> dict[str, Any]:
+    """``counted`` (a :func:`delta`) with graph breaks taken from the log when
+    the counters saw none (a release that only logs some breaks)."""
+    if counted["graph_breaks"] == 0 and logged.reasons:
+        return {**counted, "graph_breaks": sum(logged.reasons.values()), "break_reasons": dict(logged.reasons)}
+    return counted
 
 
 class CompileTimer:

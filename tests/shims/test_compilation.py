@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import torch
 
 from spyre_shims.compilation import count_compiles, mark_dynamic
@@ -45,6 +48,26 @@ def test_graph_breaks_are_counted_with_their_reason() -> None:
         torch.compile(g)(torch.ones(5).to("spyre"))
     assert c.graph_breaks >= 1 and c.break_reasons
     assert c.recompiles == 0
+
+
+def test_counting_graph_breaks_leaves_dynamo_logging_as_it_was(capfd: pytest.CaptureFixture[str]) -> None:
+    """Breaks some releases only log (torch 2.6: a data-dependent jump) are read
+    from Dynamo's graph-break log; reading it prints nothing and leaves the
+    logger's level, propagation and handlers as they were."""
+    log = logging.getLogger("torch._dynamo.symbolic_convert.__graph_breaks")
+    before = (log.level, log.propagate, list(log.handlers))
+
+    def h(x: torch.Tensor) -> torch.Tensor:
+        if (x - 1).sum() > 0:
+            return x * 5
+        return x * 7
+
+    capfd.readouterr()
+    with count_compiles() as c:
+        torch.compile(h)(torch.ones(3).to("spyre"))
+    assert c.graph_breaks == 1 and sum(c.break_reasons.values()) == 1, c
+    assert (log.level, log.propagate, list(log.handlers)) == before
+    assert "Graph break" not in capfd.readouterr().err
 
 
 def test_device_guard_does_not_break_graphs() -> None:
