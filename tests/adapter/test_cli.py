@@ -17,13 +17,14 @@ SMALL = ["--hidden", "128", "--heads", "4", "--kv-heads", "2", "--intermediate",
 #: Printed by torch itself, not by us: torch.utils.cpp_extension (which builds the
 #: device extension on torch < 2.10) announces a CUDA toolkit without a GPU in
 #: every process that imports it, Inductor's compile workers included, so the
-#: line can come after our error.
+#: line can come after our error; 2.6-2.8 print it bare, 2.9 through its logger
+#: (with a source location).
 TORCH_NOTICES = ("No CUDA runtime is found",)
 
 
 def _ours(stderr: str) -> list[str]:
     """stderr's lines without torch's own environment notices."""
-    return [line for line in stderr.splitlines() if not line.startswith(TORCH_NOTICES)]
+    return [line for line in stderr.splitlines() if not any(n in line for n in TORCH_NOTICES)]
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -38,7 +39,8 @@ def test_run_llama_block_reports_check_and_device(tmp_path: Path) -> None:
     assert "result check vs CPU eager: PASS" in res.stdout
     assert "modeled device time" in res.stdout and "kernels generated" in res.stdout
     # progress: a line per stage on stderr, without source locations
-    assert "compiling for the spyre device" in res.stderr and not re.search(r"\w\.py:\d", res.stderr), res.stderr
+    ours = "\n".join(_ours(res.stderr))
+    assert "compiling for the spyre device" in ours and not re.search(r"\w\.py:\d", ours), res.stderr
     data = json.loads(out.read_text())
     assert data["passed"] and data["device"]["kernels_generated"] >= 10
     assert data["device"]["fallbacks"] == {} and data["device"]["modeled_device_ns"] > 0
