@@ -32,7 +32,8 @@ REPLAY_COMPILED = True
 
 
 class NotBatchable(Exception):
-    pass
+    """A group of equal steps whose operands do not lie as one strided view; the caller runs
+    the steps one by one instead."""
 
 
 class LxMemory:
