@@ -22,7 +22,7 @@ from spyre_shims.ops import POINTWISE
 
 from . import attention
 from .context import DeviceContext, current, current_machine, set_machine, use_machine
-from .emulator.executable import Executable
+from .emulator.executable import Executable, Planned
 from .machine import Machine
 from .model.program import Program
 from .machine_spec import DoesNotFitError, MachineSpecError
@@ -35,7 +35,7 @@ from .scheduler.residency import plan_residency
 from .scheduler.residency import summary as residency_summary
 
 __all__ = ["SpyreBackend", "PayloadError", "read_payload", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
-           "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES"]
+           "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES", "plan_launch"]
 
 #: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
 #: run on the host reference evaluator (with a fallback warning).
@@ -79,8 +79,8 @@ def kind_of(kernel: kir.Kernel) -> str:
     return "loops" if isinstance(kernel, kir.KernelGroup) else kernel.op
 
 
-def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    """The Spyre program for one kernel (cached by kernel signature, machine and sizes)."""
+def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> tuple[Program, str | None]:
+    """The program and, when it is the program cache's, its key."""
     kind = kind_of(kernel)
     planner = PLANNERS.get(kind)
     if planner is None:
@@ -97,9 +97,27 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
             raise DoesNotFitError(str(exc), f"lx_usable_bytes={m.lx_usable_bytes} per core", kernel.name) from None
         # A planner that completed the kernel (a captured call's output layout) is
         # not cached: a hit would bind the program to the incomplete kernel.
-        if p.kernel is None or p.kernel is kernel:
-            cache.put(key, p, kernel)
-    return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name)
+        if p.kernel is not None and p.kernel is not kernel:
+            return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), None
+        cache.put(key, p, kernel)
+    return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), key
+
+
+def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    """The Spyre program for one kernel (cached by kernel signature, machine and sizes)."""
+    return _plan(kernel, m, sizes)[0]
+
+
+def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Planned:
+    """:func:`plan`, with what a launch runs: the program as the cache holds it,
+    shared by every kernel of the same structure at these sizes (see
+    :class:`~spyre_adapter.emulator.executable.Planned`)."""
+    p, key = _plan(kernel, m, sizes)
+    got = current().programs.shared(key, kernel) if key is not None else None
+    if got is None:
+        return Planned(p)
+    runs, names, state = got
+    return Planned(p, runs, names, state)
 
 
 def _check_supported(kernel: kir.Kernel) -> None:
@@ -174,7 +192,7 @@ class SpyreBackend(Backend):
     def load(self, payload: str) -> Launch:
         kernel, m = read_payload(payload)
         ctx = current()
-        exe = Executable(kernel, m, plan, ctx.card, ctx.report)
+        exe = Executable(kernel, m, plan_launch, ctx.card, ctx.report)
         self._loaded[exe.name] = exe
         return exe
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -24,22 +25,29 @@ from .structure import buffer_names, structure_text
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
 
 
+@functools.lru_cache(maxsize=64)
+def _machine_text(m: Machine) -> bytes:
+    """A machine's parameters as canonical JSON (asked once per launch at new sizes)."""
+    return json.dumps(m.to_dict(), sort_keys=True).encode()
+
+
 class ProgramCache:
     """Programs by kernel *structure*: the Kernel IR with buffer and kernel names
     made positional, the machine and the sizes. Identical kernels - every layer of
     a model - are planned once; a hit is the cached program with the new kernel's
-    buffer names."""
+    buffer names. Each entry also holds the launch state its kernels share (see
+    :meth:`shared`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._programs: dict[str, tuple[Program, tuple[str, ...]]] = {}
+        self._programs: dict[str, tuple[Program, tuple[str, ...], dict[Any, Any]]] = {}
         self.hits = 0
         self.misses = 0
 
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
         h = hashlib.sha256(structure_text(kernel))
-        h.update(json.dumps(m.to_dict(), sort_keys=True).encode())
+        h.update(_machine_text(m))
         h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
         h.update(extra.encode())
         return h.hexdigest()
@@ -52,7 +60,7 @@ class ProgramCache:
                 self.misses += 1
                 return None
             self.hits += 1
-        p, names = got
+        p, names, _ = got
         mine = buffer_names(kernel)
         if names == mine:
             return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
@@ -61,9 +69,22 @@ class ProgramCache:
             bodies = tuple(kernel.kernels) + p.bodies[len(kernel.kernels):]
         return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
 
+    def shared(self, key: str, kernel: Any) -> tuple[Program, dict[str, str], dict[Any, Any]] | None:
+        """The program cached under ``key`` as it was planned (its first kernel's
+        buffer names), each of those names -> ``kernel``'s, and the entry's shared
+        state: a launch of ``kernel`` can run that program on its buffers renamed,
+        and share with every identical kernel what depends on the program alone
+        (its checks, its recorded steps, its timing)."""
+        with self._lock:
+            got = self._programs.get(key)
+        if got is None:
+            return None
+        p, names, state = got
+        return p, dict(zip(names, buffer_names(kernel))), state
+
     def put(self, key: str, p: Program, kernel: Any) -> None:
         with self._lock:
-            self._programs[key] = (p, buffer_names(kernel))
+            self._programs[key] = (p, buffer_names(kernel), {})
 
     def clear(self) -> None:
         with self._lock:

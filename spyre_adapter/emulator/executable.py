@@ -6,6 +6,7 @@ traffic), recorded to the device report."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -27,10 +28,10 @@ from ..model.traffic import compulsory_bytes
 from . import metrics
 from .executor import Card, Replay, execute
 
-__all__ = ["Executable", "Recorder", "Planner"]
+__all__ = ["Executable", "Planned", "Recorder", "Planner"]
 
 #: Plans a kernel for run-time sizes: (kernel IR, machine, sizes) -> Program.
-Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], Program]
+Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], "Program | Planned"]
 
 
 class Recorder(Protocol):
@@ -73,7 +74,42 @@ class _Derived:
         self.replay = Replay()
         self.compulsory: int | None = None
         self.lx_peak = 0
+        #: simulated timelines by data-dependent traffic (shared: no names in them)
+        self.timelines: dict[tuple, Timeline] = {}
+        #: a kernel's figures by (compulsory bytes, data-dependent traffic)
         self.timing: dict[tuple, tuple[Timeline, metrics.Metrics]] = {}
+
+
+@dataclasses.dataclass
+class Planned:
+    """A kernel's program at some run-time sizes, and what a launch runs.
+
+    ``program`` names the kernel's own buffers (what reports show). ``runs`` is
+    the same program as its planner made it for the first kernel of this
+    structure, which every identical kernel (each layer of a model) launches on
+    its own buffers renamed by ``names`` (``runs``' buffer -> the kernel's). A
+    launch of one of them is, to the program, one more launch of the first:
+    the checks of its first launch, its recorded steps and its simulated timing
+    depend on the program alone, so they are kept once, in ``state`` (None: not
+    shared, ``runs`` is ``program``)."""
+
+    program: Program
+    runs: Program | None = None
+    names: Mapping[str, str] | None = None
+    state: dict[Any, Any] | None = None
+    #: whether ``runs``' addresses depend on data (see :func:`_reads_data_for_indices`)
+    data_indexed: bool = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.runs is None:
+            self.runs, self.names, self.state = self.program, None, None
+        self.data_indexed = _reads_data_for_indices(self.runs.kernel)
+
+
+def _reads_data_for_indices(kernel: Any) -> bool:
+    """Whether a kernel's addresses depend on the data it reads (an ``indirect``
+    index): its compulsory traffic is then traced on a launch's data."""
+    return isinstance(kernel, kir.KernelGroup) and any(i.op == "indirect" for lk in kernel.kernels for i in lk.body)
 
 
 class Executable:
@@ -86,15 +122,16 @@ class Executable:
         self._planner = planner
         self.card = card
         self.recorder = recorder
-        self._programs: dict[tuple, Program] = {}
+        self._programs: dict[tuple, Planned] = {}
         #: run-time sizes no program fits: the kernel runs on the host there
         self._on_host: set[tuple] = set()
+        #: per program of this kernel: its figures, and its launch state when not shared
         self._derived: dict[int, _Derived] = {}
         self._lock = threading.Lock()
         #: also run the reference semantics and compare (SPYRE_VERIFY=1): which kernel goes wrong
         self.verify = os.environ.get("SPYRE_VERIFY", "") not in ("", "0")
         if program is not None:
-            self._programs[()] = program
+            self._programs[()] = Planned(program)
 
     @property
     def name(self) -> str:
@@ -103,22 +140,28 @@ class Executable:
     def _key(self, sizes: Mapping[sympy.Symbol, int] | None) -> tuple:
         return tuple(v for _, v in sorted((str(k), v) for k, v in (sizes or {}).items()))
 
-    def program(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Program:
-        """The program for these run-time sizes (planned on first use); ``key``:
-        their cache key when the caller has it already (a launch)."""
+    def planned(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Planned:
+        """The program for these run-time sizes (planned on first use) and what
+        a launch runs; ``key``: their cache key when the caller has it already."""
         if key is None:
             key = self._key(sizes)
         with self._lock:
-            p = self._programs.get(key) or self._programs.get(())
-            if p is None:
-                p = self._planner(self.kernel, self.machine, dict(sizes or {}))
-                self._programs[key] = p
-        return p
+            got = self._programs.get(key) or self._programs.get(())
+            if got is None:
+                made = self._planner(self.kernel, self.machine, dict(sizes or {}))
+                got = made if isinstance(made, Planned) else Planned(made)
+                self._programs[key] = got
+        return got
+
+    def program(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Program:
+        """The program for these run-time sizes (planned on first use); ``key``:
+        their cache key when the caller has it already (a launch)."""
+        return self.planned(sizes, key).program
 
     def replace_program(self, program: Program) -> None:
         """Run ``program`` from now on (static sizes: the residency planner's version)."""
         with self._lock:
-            self._programs = {(): program}
+            self._programs = {(): Planned(program)}
 
     def __call__(self, buffers: MutableMapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
         key = self._key(sizes)
@@ -126,7 +169,7 @@ class Executable:
             run_kernel(self.kernel, buffers, sizes)
             return
         try:
-            p = self.program(sizes, key)
+            planned = self.planned(sizes, key)
         except DoesNotFitError as exc:
             # Known only now that the run-time sizes are: the kernel's reference
             # semantics run on the host instead, announced (a compile-time misfit
@@ -139,15 +182,41 @@ class Executable:
             self._on_host.add(key)
             run_kernel(self.kernel, buffers, sizes)
             return
-        d = self._derived.setdefault(id(p), _Derived())
+        p, q = planned.program, planned.runs
+        assert q is not None
+        if planned.names is None or planned.state is None:
+            bufs, d = buffers, self._derived.setdefault(id(p), _Derived())
+        else:
+            bufs = {mine_q: buffers[mine] for mine_q, mine in planned.names.items() if mine in buffers}
+            # Buffers of other extents would make the first launch's bounds checks another program's.
+            d = planned.state.setdefault(tuple(t.numel() for t in bufs.values()), _Derived())
         first = not d.checked
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
         expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
-        with _emulator_threads() as threads:
-            stats = execute(p, buffers, self.card, sizes, checking=first, replay=None if first else d.replay,
-                            pe_threads=threads)
-        if d.compulsory is None:  # traced on the launch's data (indices included), once per program
-            d.compulsory = self.compulsory(p, buffers, sizes)
+        try:
+            with _emulator_threads() as threads:
+                stats = execute(q, bufs, self.card, sizes, checking=first, replay=None if first else d.replay,
+                                pe_threads=threads)
+        except (EmulatorError, KernelFault) as exc:
+            if q is p:
+                raise
+            # Named for this kernel: the program it ran is another kernel's, on its buffers.
+            shared = f"(this kernel runs the program of the identical kernel {q.name} on its own buffers)"
+            if isinstance(exc, EmulatorError):
+                names = planned.names or {}
+                mine = EmulatorError(exc.kind, self.name, exc.core, exc.step, names.get(exc.buffer, exc.buffer),
+                                     exc.detail)
+                mine.add_note(shared)
+                raise mine.with_traceback(exc.__traceback__) from None
+            exc.add_note(shared)
+            raise
+        # What this kernel reports: its own program's figures (its name), and its own
+        # compulsory bytes when they are traced on its data (once per program).
+        own = self._derived.setdefault(id(p), _Derived())
+        traced = own if planned.data_indexed else d
+        if traced.compulsory is None:
+            traced.compulsory = self.compulsory(q, bufs, sizes)
+        compulsory = traced.compulsory
         if expected is not None:
             stored = {i.dst.buffer for c in p.cores for i in c.instrs if isinstance(i, DmaStore)}
             kept = {r.buffer for r in p.lx_out if r.buffer not in stored}  # elided: never written to DRAM
@@ -155,12 +224,13 @@ class Executable:
         if first:
             d.lx_peak = max(stats.lx_peak.values(), default=0)
             d.checked = True
-        key = tuple(sorted(stats.dynamic_bytes.items()))
-        got = d.timing.get(key)
+        dyn = tuple(sorted(stats.dynamic_bytes.items()))
+        got = own.timing.get((compulsory, dyn))
         if got is None:
-            tl = simulate(p, self.machine, stats.dynamic_bytes)
-            got = (tl, metrics.compute(p, tl, self.machine, d.compulsory, d.lx_peak))
-            d.timing[key] = got
+            tl = d.timelines.get(dyn)
+            if tl is None:
+                tl = d.timelines[dyn] = simulate(q, self.machine, stats.dynamic_bytes)
+            got = own.timing[(compulsory, dyn)] = (tl, metrics.compute(p, tl, self.machine, compulsory, d.lx_peak))
         self.recorder.record(p.name, got[1], got[0], p)
 
     @staticmethod

@@ -28,6 +28,7 @@ class EmulatorError(RuntimeError):
 
     def __init__(self, kind: str, kernel: str, core: int, step: int, buffer: str, detail: str) -> None:
         self.kind, self.kernel, self.core, self.step, self.buffer = kind, kernel, core, step, buffer
+        self.detail = detail
         super().__init__(f"{kind} in kernel {kernel}, core {core}, step {step}, buffer {buffer}: {detail}")
 
 

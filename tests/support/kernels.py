@@ -3,6 +3,7 @@ against the reference semantics."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import sympy
@@ -13,6 +14,7 @@ from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Program
 from spyre_shims import index as sidx
+from spyre_shims import kernel_ir as kir
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, LoopKernel, Ref
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import run_kernel
@@ -183,3 +185,18 @@ def assert_same(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor
                 atol: float = 1e-2, rtol: float = 1e-2) -> None:
     for n in names:
         torch.testing.assert_close(got[n].float(), want[n].float(), atol=atol, rtol=rtol)
+
+
+def renamed(kernel: KernelGroup | ExternKernel, names: Mapping[str, str], name: str) -> KernelGroup | ExternKernel:
+    """The same kernel with its buffers (``names``: old -> new) and itself renamed:
+    another layer of a model, identical in structure."""
+    def walk(doc: object) -> object:
+        if isinstance(doc, dict):
+            return {k: (name if k == "name" and doc.get("$t") in ("KernelGroup", "ExternKernel") else walk(v))
+                    for k, v in doc.items()}
+        if isinstance(doc, list):
+            return [walk(x) for x in doc]
+        return names.get(doc, doc) if isinstance(doc, str) else doc
+    out = kir.from_json(json.dumps(walk(json.loads(kir.to_json(kernel)))))
+    assert isinstance(out, (KernelGroup, ExternKernel))
+    return out
