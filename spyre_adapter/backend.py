@@ -87,6 +87,7 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
         raise UnsupportedKernelError(f"kernel kind {kind}", kernel.name, "no Spyre planner")
     cache = current().programs
     key = cache.key(kernel, m, dict(sizes), kind)
+    cached: str | None = key
     p = cache.get(key, kernel)
     if p is None:
         try:
@@ -98,9 +99,10 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
         # A planner that completed the kernel (a captured call's output layout) is
         # not cached: a hit would bind the program to the incomplete kernel.
         if p.kernel is not None and p.kernel is not kernel:
-            return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), None
-        cache.put(key, p, kernel)
-    return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), key
+            cached = None
+        else:
+            cache.put(key, p, kernel)
+    return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), cached
 
 
 def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:

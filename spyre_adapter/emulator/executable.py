@@ -99,11 +99,26 @@ class Planned:
     state: dict[Any, Any] | None = None
     #: whether ``runs``' addresses depend on data (see :func:`_reads_data_for_indices`)
     data_indexed: bool = dataclasses.field(init=False)
+    #: this kernel's figures; its launch state too when nothing is shared
+    own: _Derived = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.runs is None:
             self.runs, self.names, self.state = self.program, None, None
         self.data_indexed = _reads_data_for_indices(self.runs.kernel)
+        self.own = _Derived()
+
+    def launch_state(self, buffers: Mapping[str, torch.Tensor]) -> _Derived:
+        """The launch state for these (``runs``-named) buffers: shared by every
+        identical kernel whose buffers have the same extents (the first launch's
+        bounds checks hold for those only)."""
+        if self.state is None:
+            return self.own
+        key = tuple(t.numel() for t in buffers.values())
+        got = self.state.get(key)
+        if got is None:
+            got = self.state[key] = _Derived()
+        return got
 
 
 def _reads_data_for_indices(kernel: Any) -> bool:
@@ -125,8 +140,6 @@ class Executable:
         self._programs: dict[tuple, Planned] = {}
         #: run-time sizes no program fits: the kernel runs on the host there
         self._on_host: set[tuple] = set()
-        #: per program of this kernel: its figures, and its launch state when not shared
-        self._derived: dict[int, _Derived] = {}
         self._lock = threading.Lock()
         #: also run the reference semantics and compare (SPYRE_VERIFY=1): which kernel goes wrong
         self.verify = os.environ.get("SPYRE_VERIFY", "") not in ("", "0")
@@ -184,12 +197,9 @@ class Executable:
             return
         p, q = planned.program, planned.runs
         assert q is not None
-        if planned.names is None or planned.state is None:
-            bufs, d = buffers, self._derived.setdefault(id(p), _Derived())
-        else:
-            bufs = {mine_q: buffers[mine] for mine_q, mine in planned.names.items() if mine in buffers}
-            # Buffers of other extents would make the first launch's bounds checks another program's.
-            d = planned.state.setdefault(tuple(t.numel() for t in bufs.values()), _Derived())
+        bufs = buffers if planned.names is None else \
+            {mine_q: buffers[mine] for mine_q, mine in planned.names.items() if mine in buffers}
+        d, own = planned.launch_state(bufs), planned.own
         first = not d.checked
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
         expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
@@ -212,7 +222,6 @@ class Executable:
             raise
         # What this kernel reports: its own program's figures (its name), and its own
         # compulsory bytes when they are traced on its data (once per program).
-        own = self._derived.setdefault(id(p), _Derived())
         traced = own if planned.data_indexed else d
         if traced.compulsory is None:
             traced.compulsory = self.compulsory(q, bufs, sizes)
