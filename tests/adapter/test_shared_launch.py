@@ -125,7 +125,9 @@ def test_compulsory_bytes_of_a_data_indexed_kernel_are_each_layer_s_own() -> Non
     b1 = {"idx": torch.zeros(64, dtype=torch.int64), "table": torch.randn(256_000), "out": torch.empty(64 * 256)}
     b2 = {"ids2": torch.arange(64) * 7, "tab2": torch.randn(256_000), "o2": torch.empty(64 * 256)}
     want1, want2 = compulsory_bytes(one, b1, {}), compulsory_bytes(two, b2, {})
-    assert want1 < want2  # one table row read 64 times, against 64 rows
+    # By hand, in 128-byte sticks: idx 64 x 8 B = 4, out 64 x 256 x 4 B = 512, and
+    # one table row (1 KiB = 8 sticks) read 64 times, against 64 distinct rows.
+    assert (want1, want2) == ((4 + 512 + 8) * 128, (4 + 512 + 64 * 8) * 128)
     _launch(e1, b1, {})
     _launch(e2, b2, {})
     got = {r["name"]: r["compulsory_bytes"] for r in report.per_kernel()}
