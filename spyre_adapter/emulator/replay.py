@@ -77,33 +77,66 @@ def deliver(out: torch.Tensor, sizes: tuple[int, ...], data: Sequence[torch.Tens
         out.copy_(torch.stack(list(data)).reshape(out.shape))
 
 
+def _dram(r: Region, lead: tuple[tuple[int, int], ...] = ()) -> tuple[str, tuple[int, ...], tuple[int, ...], int]:
+    """:func:`region`'s arguments, built once for a recorded step: (buffer, sizes, strides, offset)."""
+    return r.buffer, (*(n for n, _ in lead), *r.sizes), (*(d for _, d in lead), *r.strides), r.offset
+
+
+def _as(view: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor | None:
+    """``view`` as ``shape`` sharing its memory (None when no view can: reshape per launch)."""
+    if tuple(view.shape) == shape:
+        return view
+    try:
+        return view.view(shape)
+    except RuntimeError:
+        return None
+
+
+def _dma_in(dst: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...]) -> Thunk:
+    name, sizes, strides, offset = _dram(r, lead)
+    same = tuple(sizes) == tuple(dst.shape)
+
+    def step(ex: Any) -> None:
+        flat = ex.buffers[name]
+        src = flat.as_strided(sizes, strides, flat.storage_offset() + offset)
+        dst.copy_(src if same else src.reshape(dst.shape))
+    return step
+
+
+def _dma_out(src: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...], accumulate: bool) -> Thunk:
+    name, sizes, strides, offset = _dram(r, lead)
+    shaped = _as(src, tuple(sizes))
+
+    def step(ex: Any) -> None:
+        flat = ex.buffers[name]
+        dst = flat.as_strided(sizes, strides, flat.storage_offset() + offset)
+        value = shaped if shaped is not None else src.reshape(sizes)
+        if accumulate:
+            dst.add_(value)
+        else:
+            dst.copy_(value)
+    return step
+
+
 def load(dst: torch.Tensor, r: Region) -> Thunk:
     """DMA a DRAM region into the LX view ``dst``."""
-    def step(ex: Any) -> None:
-        put(dst, region(ex.buffers, r))
-    return step
+    return _dma_in(dst, r, ())
 
 
 def batched_load(dst: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...]) -> Thunk:
     """Equal loads of a core range from regions laid out as ``lead`` (see
     :func:`region`; ``dst`` stacks the cores the same way): one copy."""
-    def step(ex: Any) -> None:
-        put(dst, region(ex.buffers, r, lead))
-    return step
+    return _dma_in(dst, r, lead)
 
 
 def store(src: torch.Tensor, r: Region, accumulate: bool) -> Thunk:
     """DMA the LX view ``src`` to a DRAM region (added to it when ``accumulate``)."""
-    def step(ex: Any) -> None:
-        write_dram(region(ex.buffers, r), src, accumulate)
-    return step
+    return _dma_out(src, r, (), accumulate)
 
 
 def batched_store(src: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...], accumulate: bool) -> Thunk:
     """Equal stores of a core range to disjoint regions laid out as ``lead``: one copy."""
-    def step(ex: Any) -> None:
-        write_dram(region(ex.buffers, r, lead), src, accumulate)
-    return step
+    return _dma_out(src, r, lead, accumulate)
 
 
 def batched_send(src: torch.Tensor, messages: Sequence[tuple[int, Sequence[int]]]) -> Thunk:
@@ -143,28 +176,54 @@ def batched_recv(out: torch.Tensor, sizes: tuple[int, ...], keys: Sequence[tuple
 THREADED_MACS = 1 << 18
 
 
+def _gemm(a: torch.Tensor, b: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The product torch.matmul would compute for these ranks, called directly
+    (bmm / mm: the same kernels, without matmul's expand and reshape ops)."""
+    if a.dim() == b.dim() == 3 and a.shape[0] == b.shape[0]:
+        return torch.bmm
+    if a.dim() == b.dim() == 2:
+        return torch.mm
+    return torch.matmul
+
+
+def _fp32(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dtype == torch.float32 else t.to(torch.float32)
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool, threads: int = 1) -> None:
     """A PE step on LX views: ``acc (+)= a @ b``, products and sums in fp32; a
     large one (a step batched over many cores) on ``threads`` threads."""
-    if threads > 1 and a.numel() * b.shape[-1] >= THREADED_MACS:
-        had = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
-        finally:
-            torch.set_num_threads(had)
-    else:
-        prod = torch.matmul(a.to(torch.float32), b.to(torch.float32))
-    if accumulate:
-        acc += prod
-    else:
-        acc.copy_(prod)
+    _pe_step(a, b, acc, accumulate)(threads)
+
+
+def _pe_step(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> Callable[[int], None]:
+    """:func:`matmul` with what depends only on the views decided once: the
+    GEMM, the fp32 casts, whether the step is large enough for threads."""
+    gemm, big = _gemm(a, b), a.numel() * b.shape[-1] >= THREADED_MACS
+    cast = a.dtype != torch.float32 or b.dtype != torch.float32
+    finish = acc.add_ if accumulate else acc.copy_
+
+    def run(threads: int) -> None:
+        x, y = (_fp32(a), _fp32(b)) if cast else (a, b)
+        if big and threads > 1:
+            had = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                prod = gemm(x, y)
+            finally:
+                torch.set_num_threads(had)
+        else:
+            prod = gemm(x, y)
+        finish(prod)
+    return run
 
 
 def pe(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, accumulate: bool) -> Thunk:
     """A PE step (of one core or a stacked core range) on resolved LX views."""
+    run = _pe_step(a, b, acc, accumulate)
+
     def step(ex: Any) -> None:
-        matmul(a, b, acc, accumulate, ex.pe_threads)
+        run(ex.pe_threads)
     return step
 
 
@@ -210,8 +269,10 @@ def tiles(flat: np.ndarray, sizes: tuple[int, ...], strides: tuple[int, ...]) ->
     is the tile starting at element ``o``."""
     extent = sum(s * (n - 1) for n, s in zip(sizes, strides)) + 1
     isz = flat.itemsize
-    return np.lib.stride_tricks.as_strided(flat, (flat.shape[0] - extent + 1, *sizes),
-                                           (isz, *(s * isz for s in strides)))
+    shape, byte_strides = (flat.shape[0] - extent + 1, *sizes), (isz, *(s * isz for s in strides))
+    if flat.flags.c_contiguous:  # the direct constructor: a third of as_strided's cost, every launch
+        return np.ndarray(shape, flat.dtype, flat, 0, byte_strides)
+    return np.lib.stride_tricks.as_strided(flat, shape, byte_strides)
 
 
 def gathered_copy(dst: np.ndarray, dst_idx: np.ndarray, src: np.ndarray, src_idx: np.ndarray,

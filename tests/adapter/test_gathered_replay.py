@@ -9,6 +9,7 @@ import collections
 
 import numpy as np
 import pytest
+import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +19,9 @@ from spyre_adapter.backend import plan
 from spyre_adapter.emulator import regroup
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator.executor import _Execution as Execution
 from spyre_adapter.machine import DEFAULT
+from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import run_kernel
 
 
@@ -99,3 +102,32 @@ def test_a_gather_that_pairs_tiles_wrongly_breaks_the_replay(monkeypatch: pytest
     monkeypatch.setattr(rp, kind, lambda dst, dst_idx, *a: orig(dst, np.roll(dst_idx, 1), *a))
     with pytest.raises(AssertionError):
         _run(kernel, p, seeds=(0, 1))
+
+
+def _linear(m: int, n: int, k: int, dtype: str = "float32") -> ExternKernel:
+    """c = a @ w.T with w stored (n, k) row-major, as nn.Linear keeps its weight:
+    the program loads w's tiles transposed, at offsets no core stride spaces."""
+    I = sympy.Integer
+    w = BufferSpec("b", dtype, (I(k), I(n)), (I(1), I(k)), I(0), I(k * n), "input")
+    return ExternKernel("linear", "mm", (K.buf("a", (m, k), dtype), w), K.buf("c", (m, n), dtype, "output"),
+                        ("a", "b", "c"))
+
+
+def _kinds(replay: Replay) -> collections.Counter:
+    return collections.Counter(t.__qualname__.split(".")[0] for t in replay.thunks or ())
+
+
+def test_a_core_run_loading_unevenly_spaced_regions_replays_as_one_gather(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consecutive cores loading regions no stride spaces (a transposed weight's
+    tiles) run as one gather and scatter, not a copy per core, and compute the same."""
+    kernel = _linear(256, 1024, 1024)
+    p = plan(kernel, DEFAULT, {})
+    orig = regroup.regroup
+    # no level pools: every gathered step below comes from a run of cores
+    monkeypatch.setattr(regroup, "regroup", lambda items, lvls, sig, shape=None: orig(items, lvls, sig, None))
+    runs = _kinds(_run(kernel, p))
+    assert runs["gathered_load"] > 0
+    monkeypatch.setattr(Execution, "_dma_gather_key", lambda self, ins: None)
+    per_core = _kinds(_run(kernel, p))
+    assert "gathered_load" not in per_core and per_core["sequence"] > runs["sequence"]
+    assert sum(runs.values()) == sum(per_core.values())

@@ -1,0 +1,46 @@
+"""Recorded replay steps decide what depends only on their views once, at
+recording; every launch must still move and compute the launch's data."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spyre_adapter.emulator import replay as rp
+from spyre_adapter.model.program import Region
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=st.sampled_from([None, 1, 3]), m=st.integers(1, 9), k=st.integers(1, 9), n=st.integers(1, 9),
+       dtype=st.sampled_from([torch.float32, torch.float16]), accumulate=st.booleans(), threads=st.sampled_from([1, 2]))
+def test_a_pe_step_computes_what_torch_matmul_does_in_fp32(batch, m, k, n, dtype, accumulate, threads) -> None:
+    lead = () if batch is None else (batch,)
+    g = torch.Generator().manual_seed(m * 100 + k * 10 + n)
+    a, b = torch.randn(*lead, m, k, generator=g).to(dtype), torch.randn(*lead, k, n, generator=g).to(dtype)
+    acc = torch.randn(*lead, m, n, generator=g)
+    want = torch.matmul(a.float(), b.float()) + (acc if accumulate else 0)
+    step = rp.pe(a, b, acc, accumulate)
+    step(types.SimpleNamespace(pe_threads=threads))
+    assert torch.equal(acc, want)
+    # the views are the LX: new contents on the next launch give the new product
+    a.copy_(torch.randn(a.shape, generator=g).to(dtype))
+    acc.zero_()
+    step(types.SimpleNamespace(pe_threads=threads))
+    assert torch.equal(acc, torch.matmul(a.float(), b.float()))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_a_store_of_a_view_that_cannot_be_reshaped_in_place_stores_each_launchs_data(accumulate: bool) -> None:
+    lx = torch.arange(64, dtype=torch.float32)
+    src = lx.as_strided((4, 4), (8, 1))  # rows 8 apart: flattening it needs a copy
+    step = rp.store(src, Region("out", 0, (16,), (1,)), accumulate)
+    out = torch.zeros(16)
+    step(types.SimpleNamespace(buffers={"out": out}))
+    assert torch.equal(out, src.reshape(16))
+    lx.mul_(-1)
+    step(types.SimpleNamespace(buffers={"out": out}))
+    assert torch.equal(out, torch.zeros(16) if accumulate else src.reshape(16))
