@@ -44,3 +44,20 @@ def test_a_store_of_a_view_that_cannot_be_reshaped_in_place_stores_each_launchs_
     lx.mul_(-1)
     step(types.SimpleNamespace(buffers={"out": out}))
     assert torch.equal(out, torch.zeros(16) if accumulate else src.reshape(16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("lead", [(), ((3, 5),)])
+def test_a_transposing_load_copies_the_regions_elements_each_launch(dtype: torch.dtype, lead) -> None:
+    """A load reading across a weight's rows (unit stride not innermost) into LX
+    rows: the two-pass copy puts every element where one strided copy would."""
+    w = torch.randn(12 * 40).to(dtype)
+    r = Region("w", 2, (6, 8), (1, 40))  # an (8, 6) block of a (12, 40) matrix, transposed
+    sizes, strides = (*(n for n, _ in lead), 6, 8), (*(d for _, d in lead), 1, 40)
+    lx = torch.zeros(*sizes, dtype=dtype)
+    step = rp.batched_load(lx, r, lead) if lead else rp.load(lx, r)
+    assert "transposed" in step.__qualname__
+    for _ in range(2):
+        step(types.SimpleNamespace(buffers={"w": w}))
+        assert torch.equal(lx, w.as_strided(sizes, strides, 2))
+        w.copy_(torch.randn(w.shape).to(dtype))
