@@ -516,7 +516,7 @@ def _print_speed(speed: dict[str, Any], console: Console) -> None:
     table = Table(title="compile time (first call less one steady call; fresh process, Inductor caches off) and "
                         "emulator speed (steady state, every program executed and its timing simulated)")
     for col in ("section", "model", "device", "first call s", "compile s", "steady s", "eager s", "steady / eager",
-                "per process"):
+                "per process", "ATen floor / eager"):
         table.add_column(col)
     for section, rows in speed.items():
         for r in rows:
@@ -524,13 +524,14 @@ def _print_speed(speed: dict[str, Any], console: Console) -> None:
                      + (" (regional)" if r.get("regional") else ""), "hf": f"transformers llama {r.get('layers')} layers"}
             dev = r.get("device", "spyre") + f" {r.get('dtype', '')}"
             if "error" in r:
-                table.add_row(section, model.get(r["model"], r["model"]), dev, r["error"], "", "", "", "", "")
+                table.add_row(section, model.get(r["model"], r["model"]), dev, r["error"], "", "", "", "", "", "")
                 continue
             eager = r.get("eager_s")
             table.add_row(section, model.get(r["model"], r["model"]), dev, f"{r['first_call_s']:.2f}",
                           f"{r['compile_s']:.2f}", f"{r['steady_s']:.3f}", f"{eager:.3f}" if eager else "-",
                           f"{r['steady_s'] / eager:.2f}" if eager else "-",
-                          " ".join(f"{x:.2f}" for x in r.get("process_ratios", ())) or "-")
+                          " ".join(f"{x:.2f}" for x in r.get("process_ratios", ())) or "-",
+                          f"{r['floor_over_eager']:.2f}" if "floor_over_eager" in r else "-")
     console.print(table)
 
 

@@ -17,7 +17,12 @@ off through its documented environment variables, one process at a time.
   (every kernel's program executed, timing simulated) against eager CPU in the
   same process, fp32 and fp16, at three sizes: medians of 11 calls of each,
   eager and emulated alternating; each row measured in 3 fresh processes (the
-  median one reported, every process's ratio alongside).
+  median one reported, every process's ratio alongside). Then both sides run
+  under ``torch.profiler``: the self time of the ATen operators the emulated
+  call runs (matmuls of the PE steps, copies, the rest; views apart) against
+  eager's is the **floor**, what an emulator executing the same program steps
+  with torch's kernels would take with no interpreter at all (the rest of the
+  call: the replay loop, the vector steps' Python, numpy gathers).
 
 ``python -m spyre_adapter.bench_speed`` runs the whole set and prints JSON; the
 benchmark (``spyre-adapter bench``) calls :func:`measure`.
@@ -49,6 +54,16 @@ SPEED_PAIRS = 11
 SPEED_PROCESSES = 3
 #: Per-process limit (s): a measurement that takes longer is reported as such.
 TIMEOUT_S = 1800
+#: Calls of each side run under the profiler for the floor.
+PROFILED_CALLS = 5
+#: ATen operators counted as the PE steps' matrix products.
+MATMUL_OPS = frozenset({"aten::bmm", "aten::mm", "aten::addmm", "aten::baddbmm", "aten::addbmm"})
+#: ATen operators that only make views (no data moves): an emulator without an
+#: interpreter builds its views once, so they count on neither side's floor.
+VIEW_OPS = frozenset(f"aten::{op}" for op in (
+    "as_strided", "view", "reshape", "_reshape_alias", "_unsafe_view", "expand", "expand_as", "view_as",
+    "unsqueeze", "squeeze", "select", "slice", "narrow", "t", "transpose", "permute", "alias", "detach",
+    "unbind", "split", "lift_fresh", "numpy_T", "unflatten", "flatten"))
 
 
 def median_time(fn: Callable[[], Any], n: int) -> float:
@@ -59,6 +74,30 @@ def median_time(fn: Callable[[], Any], n: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def aten_split(fn: Callable[[], Any], calls: int) -> dict[str, float]:
+    """Self CPU seconds per call of the ATen operators ``fn`` runs, under
+    ``torch.profiler``: matmul, copies, other, views (not in ``aten_s``), the
+    operator count (views excluded) and the profiled wall time per call."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        wall = (time.perf_counter() - start) / calls
+    out = {"matmul_s": 0.0, "copy_s": 0.0, "other_aten_s": 0.0, "views_s": 0.0, "aten_ops": 0.0}
+    for e in prof.key_averages():
+        if not e.key.startswith("aten::"):
+            continue
+        part = "matmul_s" if e.key in MATMUL_OPS else "copy_s" if e.key == "aten::copy_" else \
+            "views_s" if e.key in VIEW_OPS else "other_aten_s"
+        out[part] += e.self_cpu_time_total / 1e6 / calls
+        if part != "views_s":
+            out["aten_ops"] += e.count / calls
+    out["aten_s"] = out["matmul_s"] + out["copy_s"] + out["other_aten_s"]
+    out["profiled_wall_s"] = wall
+    return out
 
 
 def _block(hidden: int, seq: int, dtype: Any) -> tuple[Any, Any]:
@@ -124,6 +163,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             out["eager_s"] = statistics.median(e for e, _ in pairs)
             out["steady_s"] = statistics.median(s for _, s in pairs)
             out["pairs"] = SPEED_PAIRS
+            eager_ops = out["eager_profile"] = aten_split(lambda: fwd(eager, x_cpu), PROFILED_CALLS)
+            emulated_ops = out["emulated_profile"] = aten_split(lambda: fwd(compiled, x), PROFILED_CALLS)
+            out["floor_over_eager"] = emulated_ops["aten_s"] / eager_ops["aten_s"]
         else:
             out["steady_s"] = median_time(lambda: fwd(compiled, x), 3)
     out["compile_s"] = max(0.0, out["first_call_s"] - out["steady_s"])
@@ -184,6 +226,7 @@ def _median_run(spec: dict[str, Any], processes: int) -> dict[str, Any]:
         return runs[0]
     row = dict(ok[(len(ok) - 1) // 2])
     row["process_ratios"] = [r["steady_s"] / r["eager_s"] for r in ok]
+    row["process_floors"] = [r["floor_over_eager"] for r in ok if "floor_over_eager" in r]
     row["processes"] = len(ok)
     return row
 
@@ -218,6 +261,10 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                  and "error" not in r]
         if speed:
             out[f"emulator_over_eager_{dtype}"] = max(speed)
+        floors = [r["floor_over_eager"] for r in rows.get("speed", []) if r.get("dtype") == dtype
+                  and "floor_over_eager" in r]
+        if floors:
+            out[f"emulator_floor_over_eager_{dtype}"] = max(floors)
     if "emulator_over_eager_fp32" in out:
         out["emulator_over_eager"] = out["emulator_over_eager_fp32"]
     errors = [r for sec in rows.values() for r in sec if "error" in r]

@@ -32,3 +32,29 @@ def test_the_headline_is_the_worst_size_per_dtype() -> None:
     out = bench_speed.summary(rows)
     assert out["emulator_over_eager"] == out["emulator_over_eager_fp32"] == pytest.approx(6.0)
     assert out["emulator_over_eager_fp16"] == pytest.approx(1.0) and out["speed_errors"] == 1
+
+
+def test_the_floor_is_the_worst_sizes_aten_time_over_eagers() -> None:
+    rows = {"speed": [{"dtype": "fp32", "steady_s": 0.06, "eager_s": 0.01, "floor_over_eager": 2.5},
+                      {"dtype": "fp32", "steady_s": 0.20, "eager_s": 0.05, "floor_over_eager": 3.1},
+                      {"dtype": "fp16", "steady_s": 0.03, "eager_s": 0.03}]}
+    out = bench_speed.summary(rows)
+    assert out["emulator_floor_over_eager_fp32"] == pytest.approx(3.1)
+    assert "emulator_floor_over_eager_fp16" not in out
+
+
+def test_the_aten_split_counts_matmuls_and_copies_and_leaves_views_out() -> None:
+    import torch
+    a, b, out = torch.randn(4, 64, 64), torch.randn(4, 64, 64), torch.empty(4, 64, 64)
+
+    def work(views: int) -> None:
+        out.copy_(torch.bmm(a, b))
+        for _ in range(views):
+            out.view(-1).as_strided((8,), (1,))
+
+    plain, viewed = bench_speed.aten_split(lambda: work(0), 3), bench_speed.aten_split(lambda: work(20), 3)
+    for split in (plain, viewed):
+        assert split["matmul_s"] > 0 and split["copy_s"] > 0
+        assert split["aten_s"] == pytest.approx(split["matmul_s"] + split["copy_s"] + split["other_aten_s"])
+    assert plain["views_s"] == 0 < viewed["views_s"]
+    assert viewed["aten_ops"] == plain["aten_ops"]
