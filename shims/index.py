@@ -314,7 +314,14 @@ def parse(text: str) -> sympy.Expr:
 
 def free_symbols(expr: sympy.Expr) -> set[sympy.Symbol]:
     """Symbols an expression depends on."""
-    return set(expr.free_symbols) if isinstance(expr, sympy.Basic) else set()
+    return set(_free_symbols(expr)) if isinstance(expr, sympy.Basic) else set()
+
+
+@functools.lru_cache(maxsize=8192)
+def _free_symbols(expr: sympy.Basic) -> frozenset[sympy.Symbol]:
+    # sympy walks the whole tree on every access of free_symbols; planning and
+    # tile binding ask again for the same expressions
+    return frozenset(expr.free_symbols)
 
 
 def affine(expr: sympy.Expr, variables: Sequence[sympy.Symbol]) -> tuple[int, list[int]] | None:

@@ -181,7 +181,8 @@ def _bind_cached(expr: sympy.Expr, items: tuple[tuple[sympy.Symbol, int], ...]) 
 def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
     if not sizes or not isinstance(expr, sympy.Basic):
         return expr
-    items = tuple(sorted(((s, v) for s, v in sizes.items() if s in expr.free_symbols), key=lambda t: t[0].name))
+    free = _index.free_symbols(expr)
+    items = tuple(sorted(((s, v) for s, v in sizes.items() if s in free), key=lambda t: t[0].name))
     return _bind_cached(expr, items) if items else expr
 
 

@@ -77,3 +77,13 @@ def test_text_is_never_an_index_expression() -> None:
     with pytest.raises(TypeError):
         sidx.as_expr("i0 + 1")
     assert sidx.free_symbols(I0 + 2 * I1) == {I0, I1}
+
+
+def test_free_symbols_are_a_fresh_set_each_time() -> None:
+    """The symbols are computed once per expression (planning asks again and
+    again); a caller changing its set must not change the next caller's."""
+    expr = I0 * 3 + sidx.index_symbol("s0")
+    first = sidx.free_symbols(expr)
+    first.add(I1)
+    assert sidx.free_symbols(expr) == {I0, sidx.index_symbol("s0")}
+    assert sidx.free_symbols(7) == set()
