@@ -41,6 +41,7 @@ from typing import Any
 
 import libcst as cst
 
+from spyre_adapter.argcheck import ArgumentParser, existing_dir, int_range, output_file
 from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, run
 from spyre_codemods.fileio import iter_python_files
@@ -188,14 +189,14 @@ def _print(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torch-src", type=Path, help="extracted release trees, <dir>/<release>/torch/...")
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--torch-src", type=existing_dir, help="extracted release trees, <dir>/<release>/torch/...")
     parser.add_argument("--fetch", action="store_true", help="download torch 2.6.0's wheel when not in --torch-src")
-    parser.add_argument("--tree", type=Path, help="measure this tree instead of the two default ones")
+    parser.add_argument("--tree", type=existing_dir, help="measure this tree instead of the two default ones")
     parser.add_argument("--from", dest="source", default="2.6")
     parser.add_argument("--to", dest="target", default="2.15")
-    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--jobs", type=int_range(1), nargs="+", default=[1, 2])
+    parser.add_argument("--json", type=output_file, metavar="PATH", help="write the results here (its folder must exist)")
     args = parser.parse_args(argv)
 
     start = time.perf_counter()

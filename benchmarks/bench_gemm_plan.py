@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spyre_adapter.argcheck import output_file
+from spyre_adapter.argcheck import ArgumentParser, output_file
 from spyre_adapter.backend import plan
 from spyre_adapter.bench import LLM_GEMMS, SQUARE, _measure, gemm_kernel
 from spyre_adapter.context import current
@@ -45,7 +45,7 @@ def one(name: str, mm: int, nn: int, kk: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", type=output_file, required=True, help="JSON-lines output file")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

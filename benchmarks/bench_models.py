@@ -35,6 +35,7 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 import spyre_adapter  # noqa: E402,F401
+from spyre_adapter.argcheck import ArgumentParser, int_range, output_file  # noqa: E402
 from spyre_adapter.hf_models import DTYPES, FAMILIES, HFOptions, build_model, greedy, make_config, run_hf  # noqa: E402
 from spyre_shims.compilation import count_compiles  # noqa: E402
 from spyre_shims.runtime import reset_compiled  # noqa: E402
@@ -115,12 +116,12 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--family", action="append", choices=sorted(FAMILIES), help="default: all")
     p.add_argument("--dtype", default="fp16", choices=sorted(DTYPES))
-    p.add_argument("--prompt", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, default=8)
-    p.add_argument("--json", help="write the results here")
+    p.add_argument("--prompt", type=int_range(1), default=16)
+    p.add_argument("--new-tokens", type=int_range(1), default=8)
+    p.add_argument("--json", type=output_file, help="write the results here (its folder must exist)")
     args = p.parse_args()
     rows = []
     for family in args.family or sorted(FAMILIES):

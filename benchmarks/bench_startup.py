@@ -27,6 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from spyre_adapter.argcheck import ArgumentParser, int_range, output_file
+
 #: Targets from issue 14 (seconds).
 IMPORT_OVERHEAD_TARGET_S = 0.3
 CLI_START_TARGET_S = 1.5
@@ -120,14 +122,11 @@ def bench_cli(runs: int) -> dict[str, object]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=7, help="measured runs of each variant (default 7)")
-    p.add_argument("--json", metavar="PATH", help="write the figures as JSON to PATH (its folder must exist)")
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int_range(1), default=7, help="measured runs of each variant (default 7)")
+    p.add_argument("--json", type=output_file, metavar="PATH",
+                   help="write the figures as JSON to PATH (its folder must exist)")
     args = p.parse_args(argv)
-    if args.runs < 1:
-        p.error(f"argument --runs: {args.runs} is not accepted: expected an integer >= 1")
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        p.error(f"argument --json: {args.json}: the folder {Path(args.json).parent} does not exist")
     imp = bench_import(args.runs)
     cli = bench_cli(args.runs)
     a, b = imp["autoload"], imp["no_autoload"]

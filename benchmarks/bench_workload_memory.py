@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 import spyre_adapter  # noqa: F401
+from spyre_adapter.argcheck import ArgumentParser, existing_file, output_file
 from spyre_adapter.memory import available_bytes, peak_rss_bytes, reset_peak_rss
 from spyre_adapter.workloads.output import summarize
 from spyre_adapter.workloads.runner import run_files
@@ -31,9 +32,9 @@ GIB = 2**30
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("files", nargs="+")
-    p.add_argument("--json")
+    p = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", type=existing_file)
+    p.add_argument("--json", type=output_file, help="write the results here (its folder must exist)")
     args = p.parse_args()
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
     warnings.filterwarnings("ignore")
