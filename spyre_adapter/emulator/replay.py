@@ -54,9 +54,12 @@ def put(out: torch.Tensor, value: torch.Tensor) -> None:
 def region(buffers: Any, r: Region, lead: tuple[tuple[int, int], ...] = ()) -> torch.Tensor:
     """The DRAM view of region ``r`` in ``buffers``; with ``lead`` (count, offset
     step) dims, equal regions at those offsets stacked as leading dimensions."""
-    flat = buffers[r.buffer]
-    sizes, strides = (*(n for n, _ in lead), *r.sizes), (*(d for _, d in lead), *r.strides)
-    return flat.as_strided(sizes, strides, flat.storage_offset() + r.offset)
+    return _view(buffers, *_dram(r, lead))
+
+
+def _view(buffers: Any, name: str, sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> torch.Tensor:
+    flat = buffers[name]
+    return flat.as_strided(sizes, strides, flat.storage_offset() + offset)
 
 
 def write_dram(dst: torch.Tensor, src: torch.Tensor, accumulate: bool) -> None:
@@ -103,8 +106,7 @@ def _transposing(strides: tuple[int, ...], dst: torch.Tensor) -> tuple[int, ...]
 
 def _dma_in(dst: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...]) -> Thunk:
     name, sizes, strides, offset = _dram(r, lead)
-    same = tuple(sizes) == tuple(dst.shape)
-    perm = _transposing(strides, dst) if same else None
+    perm = _transposing(strides, dst) if tuple(sizes) == tuple(dst.shape) else None
     if perm is not None:
         # Two passes: the source's rows into a contiguous buffer, then that
         # buffer (small, in cache) transposed into LX; torch's one strided copy
@@ -112,16 +114,12 @@ def _dma_in(dst: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...]) -> 
         sizes_p, strides_p, dst_p = tuple(sizes[d] for d in perm), tuple(strides[d] for d in perm), dst.permute(perm)
 
         def transposed(ex: Any) -> None:
-            flat = ex.buffers[name]
-            rows = torch.empty(sizes_p, dtype=flat.dtype)
-            rows.copy_(flat.as_strided(sizes_p, strides_p, flat.storage_offset() + offset))
-            dst_p.copy_(rows)
+            src = _view(ex.buffers, name, sizes_p, strides_p, offset)
+            dst_p.copy_(torch.empty(sizes_p, dtype=src.dtype).copy_(src))
         return transposed
 
     def step(ex: Any) -> None:
-        flat = ex.buffers[name]
-        src = flat.as_strided(sizes, strides, flat.storage_offset() + offset)
-        dst.copy_(src if same else src.reshape(dst.shape))
+        put(dst, _view(ex.buffers, name, sizes, strides, offset))
     return step
 
 
@@ -130,13 +128,7 @@ def _dma_out(src: torch.Tensor, r: Region, lead: tuple[tuple[int, int], ...], ac
     shaped = _as(src, tuple(sizes))
 
     def step(ex: Any) -> None:
-        flat = ex.buffers[name]
-        dst = flat.as_strided(sizes, strides, flat.storage_offset() + offset)
-        value = shaped if shaped is not None else src.reshape(sizes)
-        if accumulate:
-            dst.add_(value)
-        else:
-            dst.copy_(value)
+        write_dram(_view(ex.buffers, name, sizes, strides, offset), shaped if shaped is not None else src, accumulate)
     return step
 
 
