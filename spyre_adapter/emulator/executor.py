@@ -288,9 +288,20 @@ class _Execution:
         if missing:
             raise EmulatorError("missing operand", self.p.name, core, step, "-", f"no access at {sorted(missing)}")
 
-    def combine(self, core: int, step: int, ins: Combine) -> None:
+    def combine(self, core: int, step: int, ins: Combine, kept: list[Any] | None = None) -> None:
+        """Combine a reduction's partial states from LX, into LX or through the
+        body's finish phase. ``kept`` (a replayed step's slot) keeps the tile and
+        the finish phase's memory built on the recording launch: building them
+        (index symbols, windows) cost five times the arithmetic."""
         kernel = self.p.bodies[ins.body]
-        tile = self._tile(ins, kernel)
+        recording = kept is not None and kept[0] is None
+        if kept is not None and not recording:
+            tile, mem = kept
+            if mem is not None:
+                mem.ex = self
+        else:
+            tile = self._tile(ins, kernel)
+            mem = None if ins.into else LxMemory(self, core, ins.operands, step, kernel)
         keep = tile.keep_shape()
         reduced: dict[int, Any] = {}
         for pos, chunks in ins.partials:
@@ -314,9 +325,14 @@ class _Execution:
                 for value, lx in zip(reduced[pos], comps):
                     put(self.card.view(core, lx), value)
                     self.mark(core, lx)
+            if recording:
+                kept[:] = [tile, None]  # type: ignore[index]
             return
-        mem = LxMemory(self, core, ins.operands, step, kernel)
-        evaluate(kernel, mem, tile, phase="finish", reduced=reduced)
+        assert mem is not None
+        evaluate(kernel, mem, tile, phase="finish", reduced=reduced, memo=mem.values)
+        if recording:  # later launches resolve and keep the memory's readers and writers
+            mem.memo, mem.values, mem.fast = {}, {}, {}
+            kept[:] = [tile, mem]  # type: ignore[index]
 
     def pe(self, cores: list[int], steps: list[int], instrs: list[Pe]) -> None:
         ins = instrs[0]
@@ -513,6 +529,9 @@ class _Execution:
             cores, steps, instrs = [g[0] for g in group], [g[1] for g in group], [g[2] for g in group]
             kept: list[Any] = [None, None]
             return lambda ex: ex.vec(cores, steps, instrs, kept)
+        if isinstance(ins, Combine) and len(group) == 1:
+            slot: list[Any] = [None, None]
+            return lambda ex: ex.combine(c, group[0][1], ins, slot)  # type: ignore[arg-type]
         return lambda ex: ex._dispatch(group)
 
     def _tiles(self, lx: Lx) -> Any:

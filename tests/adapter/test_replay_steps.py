@@ -61,3 +61,36 @@ def test_a_transposing_load_copies_the_regions_elements_each_launch(dtype: torch
         step(types.SimpleNamespace(buffers={"w": w}))
         assert torch.equal(lx, w.as_strided(sizes, strides, 2))
         w.copy_(torch.randn(w.shape).to(dtype))
+
+
+@pytest.mark.parametrize("shape", [(1, 1 << 20), (8, 4096)])
+def test_a_split_reductions_combine_steps_replay_with_their_tile_kept(monkeypatch: pytest.MonkeyPatch, shape) -> None:
+    """A reduction split over cores combines its partials in Combine steps (into
+    LX for a long row, then through the finish phase). Replayed launches reuse
+    the tile and memory their recording built, and must still combine each
+    launch's partials: the sums match the reference on new data every launch."""
+    from spyre_adapter.backend import plan
+    from spyre_adapter.emulator.executor import Card, Replay, execute
+    from spyre_adapter.emulator.executor import _Execution as Execution
+    from spyre_adapter.machine import DEFAULT
+    from spyre_shims.reference import run_kernel
+    from tests.support import kernels as K
+
+    kernel = K.row_sum(*shape)
+    p = plan(kernel, DEFAULT, {})
+    kept_runs: list[bool] = []
+    orig = Execution.combine
+
+    def spy(self, core, step, ins, kept=None):
+        kept_runs.append(kept is not None and kept[0] is not None)
+        return orig(self, core, step, ins, kept)
+    monkeypatch.setattr(Execution, "combine", spy)
+    card, replay = Card(DEFAULT), Replay()
+    for n, seed in enumerate((0, 1, 2, 3)):
+        kept_runs.clear()
+        got = K.buffers(kernel, seed)
+        want = {k: v.clone() for k, v in got.items()}
+        run_kernel(kernel, want)
+        execute(p, got, card, checking=n == 0, replay=None if n == 0 else replay)
+        K.assert_same(got, want, K.outputs(kernel))
+        assert kept_runs and all(kept_runs) == (n >= 2)
