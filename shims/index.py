@@ -92,6 +92,14 @@ class IndexMod(sympy.Function):  # type: ignore[misc]
 
 def index_symbol(name: str) -> sympy.Symbol:
     """The canonical symbol for ``name`` (integer, non-negative)."""
+    return _index_symbol(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_symbol(name: str) -> sympy.Symbol:
+    # Made once per name: sympy re-checks the assumptions on every construction,
+    # and planning a decode step's programs asks for the same few names tens of
+    # thousands of times.
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 

@@ -15,6 +15,7 @@ listed in :mod:`spyre_shims.ops`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -113,10 +114,7 @@ class LoopKernel:
 
     def index_vars(self) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
         """The symbols of the iteration and the reduction dimensions."""
-        return (
-            tuple(_index.index_symbol(f"i{k}") for k in range(len(self.ranges))),
-            tuple(_index.index_symbol(f"r{k}") for k in range(len(self.reduction_ranges))),
-        )
+        return _index_vars(len(self.ranges), len(self.reduction_ranges))
 
     def reads(self) -> tuple[str, ...]:
         """Buffers loaded, in first-use order."""
@@ -294,3 +292,9 @@ def _from_version_1(graph: GraphIR) -> GraphIR:
     if not isinstance(outputs, tuple) or not all(isinstance(o, str) for o in outputs):
         raise jsonform.FormatError("Kernel IR: GraphIR.meta: version-1 outputs must be a list of buffer names")
     return dataclasses.replace(graph, outputs=outputs, meta=tuple(meta.items()), ir_version=IR_VERSION)
+
+
+@functools.lru_cache(maxsize=64)
+def _index_vars(dims: int, reduction_dims: int) -> tuple[tuple[sympy.Symbol, ...], tuple[sympy.Symbol, ...]]:
+    return (tuple(_index.index_symbol(f"i{k}") for k in range(dims)),
+            tuple(_index.index_symbol(f"r{k}") for k in range(reduction_dims)))
