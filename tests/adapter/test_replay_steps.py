@@ -10,8 +10,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spyre_adapter.backend import plan
 from spyre_adapter.emulator import replay as rp
+from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator.executor import _Execution as Execution
+from spyre_adapter.machine import DEFAULT
 from spyre_adapter.model.program import Region
+from spyre_shims.reference import run_kernel
+from tests.support import kernels as K
 
 
 @settings(max_examples=40, deadline=None)
@@ -69,13 +75,6 @@ def test_a_split_reductions_combine_steps_replay_with_their_tile_kept(monkeypatc
     LX for a long row, then through the finish phase). Replayed launches reuse
     the tile and memory their recording built, and must still combine each
     launch's partials: the sums match the reference on new data every launch."""
-    from spyre_adapter.backend import plan
-    from spyre_adapter.emulator.executor import Card, Replay, execute
-    from spyre_adapter.emulator.executor import _Execution as Execution
-    from spyre_adapter.machine import DEFAULT
-    from spyre_shims.reference import run_kernel
-    from tests.support import kernels as K
-
     kernel = K.row_sum(*shape)
     p = plan(kernel, DEFAULT, {})
     kept_runs: list[bool] = []
