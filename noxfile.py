@@ -184,11 +184,11 @@ def opinfo(session: nox.Session) -> None:
     """The full OpInfo sweep (every op_db op x fp32/fp16/bf16, ~1 h on 2 cores):
     writes results/opinfo/summary.json and SUMMARY.md; fails when any item fails.
 
-    Options after `--` go to `python -m spyre_adapter.opinfo` (e.g. `--ops add mul`,
+    Options after `--` go to `spyre-adapter opinfo` (e.g. `--ops add mul`,
     `--workdir DIR` to resume an interrupted sweep).
     """
     _install_project(session, f"torch=={CATALOG.development}", "expecttest")  # op_db imports expecttest
-    session.run("python", "-m", "spyre_adapter.opinfo", *session.posargs)
+    session.run("spyre-adapter", "opinfo", *session.posargs)
 
 
 def _shared_workload_files() -> list[str]:
@@ -209,7 +209,7 @@ def workloads(session: nox.Session) -> None:
     files = session.posargs or _shared_workload_files()
     for path in files:
         out = ROOT / "results" / "workloads" / f"{Path(path).stem}.json"
-        session.run("python", "-m", "spyre_adapter.workloads", path, "--json", str(out))
+        session.run("spyre-adapter", "workloads", path, "--json", str(out))
 
 
 # -- performance -------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import Any
 
 import libcst as cst
 
-from spyre_adapter.argcheck import ArgumentParser, existing_dir, int_range, output_file
+from spyre_adapter.cli.argcheck import ArgumentParser, existing_dir, int_range, output_file
 from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, run
 from spyre_codemods.fileio import iter_python_files

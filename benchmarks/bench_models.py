@@ -35,8 +35,8 @@ from typing import Any  # noqa: E402
 import torch  # noqa: E402
 
 import spyre_adapter  # noqa: E402,F401
-from spyre_adapter.argcheck import ArgumentParser, int_range, output_file  # noqa: E402
-from spyre_adapter.hf_models import DTYPES, FAMILIES, HFOptions, build_model, greedy, make_config, run_hf  # noqa: E402
+from spyre_adapter.cli.argcheck import ArgumentParser, int_range, output_file  # noqa: E402
+from spyre_adapter.zoo.hf import DTYPES, FAMILIES, HFOptions, build_model, greedy, make_config, run_hf  # noqa: E402
 from spyre_shims.compilation import count_compiles  # noqa: E402
 from spyre_shims.runtime import reset_compiled  # noqa: E402
 

@@ -27,13 +27,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from spyre_adapter.argcheck import ArgumentParser, int_range, output_file
+from spyre_adapter.cli.argcheck import ArgumentParser, int_range, output_file
 
 #: Targets from issue 14 (seconds).
 IMPORT_OVERHEAD_TARGET_S = 0.3
 CLI_START_TARGET_S = 1.5
 #: Modules the entry point must not import during ``import torch``.
-HEAVY = ("torch._dynamo", "torch._inductor", "sympy", "spyre_shims.backend", "spyre_adapter.backend")
+HEAVY = ("torch._dynamo", "torch._inductor", "sympy", "spyre_shims.backend", "spyre_adapter.backend.spyre")
 
 NO_AUTOLOAD = {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
 

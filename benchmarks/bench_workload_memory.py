@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 import spyre_adapter  # noqa: F401
-from spyre_adapter.argcheck import ArgumentParser, existing_file, output_file
-from spyre_adapter.memory import available_bytes, peak_rss_bytes, reset_peak_rss
+from spyre_adapter.cli.argcheck import ArgumentParser, existing_file, output_file
+from spyre_adapter.harness.memory import available_bytes, peak_rss_bytes, reset_peak_rss
 from spyre_adapter.workloads.output import summarize
 from spyre_adapter.workloads.runner import run_files
 

@@ -120,8 +120,8 @@ def test_function_local_project_imports_are_only_the_documented_lazy_ones() -> N
 
 def test_the_local_import_scan_finds_each_form(tmp_path: Path) -> None:
     src = tmp_path / "m.py"
-    src.write_text("import importlib\nLATER = 'spyre_adapter.compiler'\n"
+    src.write_text("import importlib\nLATER = 'spyre_adapter.backend.compiler'\n"
                    "def f():\n    from . import x\n    import spyre_shims.index\n"
                    "    importlib.import_module(LATER)\n    __import__('spyre_codemods')\n    import json\n")
-    assert [m for _, _, m in _local_imports(src)] == [".", "spyre_shims.index", "spyre_adapter.compiler",
+    assert [m for _, _, m in _local_imports(src)] == [".", "spyre_shims.index", "spyre_adapter.backend.compiler",
                                                       "spyre_codemods"]

@@ -27,7 +27,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import pytest
 
-from spyre_adapter import cli
+from spyre_adapter.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

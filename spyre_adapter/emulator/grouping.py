@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..model.program import DmaLoad, DmaStore, Instruction, Lx, Pe, Region, RingRecv, RingSend, Vec
+from spyre_adapter.model.program import DmaLoad, DmaStore, Instruction, Lx, Pe, Region, RingRecv, RingSend, Vec
 
 __all__ = ["lx_shape", "gatherable", "spacing", "core_grid", "row_lengths", "grid_strides", "even_pairs", "disjoint",
            "signature", "batches"]

@@ -17,12 +17,12 @@ from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import Tile, data_index_symbols
 
-from ..model.program import Lx, Operand
-from ..model.rules import EmulatorError
-from .card import Where
+from spyre_adapter.model.program import Lx, Operand
+from spyre_adapter.model.rules import EmulatorError
+from spyre_adapter.emulator.card import Where
 
 if TYPE_CHECKING:
-    from .executor import _Execution
+    from spyre_adapter.emulator.executor import _Execution
 
 __all__ = ["NotBatchable", "LxMemory", "REPLAY_COMPILED"]
 

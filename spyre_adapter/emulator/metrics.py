@@ -21,10 +21,10 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.index import index_symbol
 from spyre_shims.reference import concrete
 
-from ..machine import Machine
-from ..model.costs import op_counts
-from ..model.program import Program
-from ..model.timing import Timeline
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.costs import op_counts
+from spyre_adapter.model.program import Program
+from spyre_adapter.model.timing import Timeline
 
 __all__ = ["Metrics", "compute", "work_of"]
 

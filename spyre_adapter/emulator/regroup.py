@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from spyre_shims.kernel_ir import LoopKernel
 
-from ..machine import Machine
-from ..model.program import Barrier, Instruction, Lx, Region, RingRecv, RingSend, dram_accesses, lx_accesses
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import Barrier, Instruction, Lx, Region, RingRecv, RingSend, dram_accesses, lx_accesses
 
 __all__ = ["Item", "LX_BLOCK", "DRAM_BLOCKS", "MIN_STRIDED", "Gathered", "aliasing", "levels", "regroup"]
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..model.program import Region
+from spyre_adapter.model.program import Region
 
 __all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence", "copy",
            "INTS", "bits", "tiles", "gathered_copy", "gathered_load", "gathered_store"]

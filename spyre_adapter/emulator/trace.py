@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..model.timing import Timeline
+from spyre_adapter.model.timing import Timeline
 
 _TID = {"dma_in": 0, "dma_out": 1, "ring_tx": 2, "ring_rx": 3, "vec": 4, "pe": 5, "sync": 6}
 

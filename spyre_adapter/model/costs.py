@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from spyre_shims.kernel_ir import Instr, LoopKernel
 
-from ..machine import Machine
-from .program import itemsize
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import itemsize
 
 __all__ = ["SFU_OPS", "OpCounts", "op_counts", "vec_cycles", "elems_per_cycle", "pe_ns", "mac_rate"]
 

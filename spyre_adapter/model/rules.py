@@ -15,10 +15,10 @@ from collections.abc import Mapping
 
 import torch
 
-from ..machine import Machine
-from .program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx, Pe,
-                      Program, Region, RingRecv, RingSend, Vec, itemsize)
-from .traffic import region_stick_set
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
+                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, itemsize)
+from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "overlaps", "lx_views", "buffer_dtypes"]
 

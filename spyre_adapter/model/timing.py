@@ -21,11 +21,12 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
 
-from ..machine import Machine
-from .costs import pe_ns, vec_cycles
-from .program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Instruction, Lx, Pe,
-                      Program, Region, RingRecv, RingSend, Vec, dram_accesses, itemsize, lx_accesses)
-from .traffic import region_sticks
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.costs import pe_ns, vec_cycles
+from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
+                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, dram_accesses,
+                                         itemsize, lx_accesses)
+from spyre_adapter.model.traffic import region_sticks
 
 __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of", "DeadlockError"]
 

@@ -24,7 +24,7 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import FlatMemory, Tile, concrete, evaluate, full_box
 
-from .program import Region, itemsize
+from spyre_adapter.model.program import Region, itemsize
 
 __all__ = ["region_sticks", "region_stick_set", "StickMarks", "compulsory_bytes"]
 

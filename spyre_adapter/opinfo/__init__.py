@@ -2,5 +2,5 @@
 spyre device and compared with CPU eager, every op x dtype classified
 pass / fallback / xfail / fail (see docs/testing.md).
 
-Run with ``python -m spyre_adapter.opinfo`` (or ``nox -s opinfo``).
+Run with ``spyre-adapter opinfo`` (or ``nox -s opinfo``).
 """

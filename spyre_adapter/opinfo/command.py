@@ -1,5 +1,5 @@
 """The OpInfo sweep command once its arguments passed the checks in
-:mod:`spyre_adapter.opinfo.cli`: run (or summarize) and write the summary."""
+:mod:`spyre_adapter.cli.opinfo`: run (or summarize) and write the summary."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 import json
 import time
 
-from .corpus import items
-from .parallel import journals, run_parallel
-from .summary import build, markdown
+from spyre_adapter.opinfo.corpus import items
+from spyre_adapter.opinfo.parallel import journals, run_parallel
+from spyre_adapter.opinfo.summary import build, markdown
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .corpus import DTYPES
+from spyre_adapter.opinfo.corpus import DTYPES
 
 PATH = Path(__file__).with_name("expectations.yaml")
 

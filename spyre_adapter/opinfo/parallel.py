@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .corpus import Item
+from spyre_adapter.opinfo.corpus import Item
 
 
 def read_journal(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import spyre_adapter
 
-from .corpus import Item
-from .expectations import load
+from spyre_adapter.opinfo.corpus import Item
+from spyre_adapter.opinfo.expectations import load
 
 #: A full garbage collection costs ~1 s with op_db loaded; do it now and then.
 GC_EVERY_ITEMS = 50
@@ -25,12 +25,12 @@ def run(items_path: Path, journal: Path, max_samples: int) -> int:
     spyre_adapter.register()  # when autoload is off
     from spyre_shims.runtime import reset_compiled
 
-    from .sweep import run_item
+    from spyre_adapter.opinfo.sweep import run_item
 
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)  # graph-break chatter
     warnings.simplefilter("ignore")
     expectations = load()
-    from .corpus import op_db
+    from spyre_adapter.opinfo.corpus import op_db
 
     op_db()
     gc.collect()

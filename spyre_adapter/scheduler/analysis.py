@@ -22,8 +22,8 @@ from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 from spyre_shims.reference import concrete
 
-from ..model.costs import op_counts
-from ..model.program import Box, itemsize
+from spyre_adapter.model.costs import op_counts
+from spyre_adapter.model.program import Box, itemsize
 
 
 @dataclasses.dataclass(frozen=True)

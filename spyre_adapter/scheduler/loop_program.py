@@ -42,12 +42,13 @@ from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import KernelGroup, LoopKernel
 from spyre_shims.reference import Tile, concrete, partial_dtypes, reduction_phases
 
-from ..machine import Machine
-from ..model.bodies import Access, accesses, index_cone, indirect_levels
-from ..model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter, DmaStore,
-                             LoopPlan, Operand, Program, Region, Resident, RingRecv, RingSend, Vec, itemsize)
-from .analysis import _mask_bounds, boxes
-from .lx_alloc import Slot, SlotView, allocate
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.bodies import Access, accesses, index_cone, indirect_levels
+from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter,
+                                         DmaStore, LoopPlan, Operand, Program, Region, Resident, RingRecv, RingSend,
+                                         Vec, itemsize)
+from spyre_adapter.scheduler.analysis import _mask_bounds, boxes
+from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 
 __all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Unbuildable"]
 

@@ -22,21 +22,21 @@ import torch
 
 from spyre_shims.kernel_ir import KernelGroup
 
-from ..machine import Machine
-from ..machine_spec import DoesNotFitError
-from ..model.bodies import accesses, indirect_levels
-from ..structure import structure_digest
-from ..model.program import Candidate, LoopPlan, Program
-from ..model.rules import EmulatorError, static_check
-from ..model.timing import DeadlockError, simulate
-from ..model.program import Resident, itemsize
-from .loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
-from .lx_alloc import LxFull
-from .size_buckets import BucketChoices, bucket_of, sizes_key
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.machine_spec import DoesNotFitError
+from spyre_adapter.model.bodies import accesses, indirect_levels
+from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.program import Candidate, LoopPlan, Program
+from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.model.timing import DeadlockError, simulate
+from spyre_adapter.model.program import Resident, itemsize
+from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
+from spyre_adapter.scheduler.lx_alloc import LxFull
+from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
 from spyre_shims import index as sidx
 from spyre_shims.reference import concrete
-from .analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged, stick_intervals,
-                       union_footprint)
+from spyre_adapter.scheduler.analysis import (Intervals, LoopInfo, access_footprint, analyse, boxes, merged,
+                                              stick_intervals, union_footprint)
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
 SPLITTABLE = frozenset({"sum", "max", "min", "any", "prod", "welford_reduce", "online_softmax_reduce",

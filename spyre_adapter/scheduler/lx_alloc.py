@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from ..model.program import (AddrGen, Alloc, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Lx, Operand, Pe,
-                             RingRecv, RingSend, Vec)
+from spyre_adapter.model.program import (AddrGen, Alloc, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Lx, Operand,
+                                         Pe, RingRecv, RingSend, Vec)
 
 __all__ = ["Slot", "SlotView", "LxFull", "Arena", "allocate"]
 

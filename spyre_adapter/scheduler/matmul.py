@@ -22,18 +22,18 @@ from spyre_shims.reference import concrete
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 
-from ..machine import Machine
-from ..machine_spec import DoesNotFitError
-from ..model.program import CoreProgram, MatmulPlan, Program, Resident
-from ..model.rules import EmulatorError, static_check
-from ..model.timing import lower_bound_ns, simulate
-from ..model.program import itemsize
-from .loops import plan_group
-from .size_buckets import BucketChoices, bucket_of, sizes_key
-from ..structure import structure_digest
-from .lx_alloc import LxFull
-from .matmul_program import build as build_program
-from .matmul_program import per_core as _per_core
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.machine_spec import DoesNotFitError
+from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident
+from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.model.timing import lower_bound_ns, simulate
+from spyre_adapter.model.program import itemsize
+from spyre_adapter.scheduler.loops import plan_group
+from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
+from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.scheduler.lx_alloc import LxFull
+from spyre_adapter.scheduler.matmul_program import build as build_program
+from spyre_adapter.scheduler.matmul_program import per_core as _per_core
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,11 +21,11 @@ import sympy
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import concrete
 
-from ..machine import Machine
-from ..model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region, Resident,
-                             RingRecv, RingSend, Vec, itemsize)
-from .lx_alloc import Slot, SlotView, allocate
-from .step_bodies import accumulate, epilogue
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region,
+                                         Resident, RingRecv, RingSend, Vec, itemsize)
+from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
+from spyre_adapter.scheduler.step_bodies import accumulate, epilogue
 
 __all__ = ["build"]
 

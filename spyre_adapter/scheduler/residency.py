@@ -25,15 +25,15 @@ from typing import Any
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
-from ..machine import Machine
-from ..model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
-from ..model.rules import EmulatorError
-from ..model.timing import simulate
-from ..structure import positional_names
-from .loop_program import Hold
-from .loops import Division, Residency, SchedulingError, plan_group
-from .lx_alloc import LxFull
-from .matmul import MatmulUnplannable, plan_matmul, replan_with_held_a
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
+from spyre_adapter.model.rules import EmulatorError
+from spyre_adapter.model.timing import simulate
+from spyre_adapter.model.structure import positional_names
+from spyre_adapter.scheduler.loop_program import Hold
+from spyre_adapter.scheduler.loops import Division, Residency, SchedulingError, plan_group
+from spyre_adapter.scheduler.lx_alloc import LxFull
+from spyre_adapter.scheduler.matmul import MatmulUnplannable, plan_matmul, replan_with_held_a
 
 __all__ = ["Decision", "plan_residency", "summary"]
 

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 import sympy
 
-from ..machine_spec import DoesNotFitError
+from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_shims.reference import KernelFault
 
 __all__ = ["size_bucket", "bucket_of", "sizes_key", "BucketChoices"]

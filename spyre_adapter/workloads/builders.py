@@ -14,9 +14,9 @@ import torch
 
 from spyre_shims.device import registered_device, wrap_host
 
-from .differential import Args, place
-from .literals import parse_literal
-from .spec import CaseSpec, Defaults
+from spyre_adapter.workloads.differential import Args, place
+from spyre_adapter.workloads.literals import parse_literal
+from spyre_adapter.workloads.spec import CaseSpec, Defaults
 
 #: Names the files use that are Python operators, not torch functions.
 _OPERATORS: dict[str, Callable[..., Any]] = {

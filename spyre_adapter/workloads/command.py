@@ -1,5 +1,5 @@
 """The ``workloads`` command once its arguments passed the checks in
-:mod:`spyre_adapter.workloads.cli`: run, print the table, write the JSON."""
+:mod:`spyre_adapter.cli.workloads`: run, print the table, write the JSON."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import torch
 
 import spyre_adapter
 
-from .output import document, print_peaks, print_table
-from .runner import run_files
+from spyre_adapter.workloads.output import document, print_peaks, print_table
+from spyre_adapter.workloads.runner import run_files
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -32,10 +32,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from spyre_shims.runtime import reset_compiled
 
-from ..memory import available_bytes, peak_rss_bytes, reset_peak_rss
-from . import differential as diff
-from .builders import BuiltCase, CaseError, build
-from .spec import CaseSpec, WorkloadFile, load
+from spyre_adapter.harness.memory import available_bytes, peak_rss_bytes, reset_peak_rss
+from spyre_adapter.workloads import differential as diff
+from spyre_adapter.workloads.builders import BuiltCase, CaseError, build
+from spyre_adapter.workloads.spec import CaseSpec, WorkloadFile, load
 
 
 class CompiledCache:

@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spyre_adapter import attention
-from spyre_adapter.backend import plan
+from spyre_adapter.backend import attention
+from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad
 from spyre_adapter.model.program import with_buffers

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from spyre_shims.amp import autocast_policy
-from spyre_adapter.on_device import run_compiled
+from spyre_adapter.harness.on_device import run_compiled
 
 
 def test_module_offers_amp_dtypes() -> None:

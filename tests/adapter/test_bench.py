@@ -11,10 +11,10 @@ import pytest
 import torch
 from rich.console import Console
 
-from spyre_adapter import bench
-from spyre_adapter import calibration as cal
-from spyre_adapter import reference_model as rm
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.bench import suite as bench
+from spyre_adapter.bench import calibration as cal
+from spyre_adapter.bench import torch_spyre as rm
+from spyre_adapter.model.machine import DEFAULT
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +96,8 @@ def test_a_wrong_program_does_not_match_its_reference() -> None:
     """execute_row compares with the kernel's semantics: a program whose B loads
     read the wrong rows gives wrong numbers, and the row says so."""
     import dataclasses
-    from spyre_adapter import bench_checks
-    from spyre_adapter.backend import plan
+    from spyre_adapter.bench import checks as bench_checks
+    from spyre_adapter.backend.spyre import plan
     from spyre_adapter.model.program import DmaLoad
 
     kernel = bench.gemm_kernel("g", 128, 128, 256)
@@ -144,7 +144,7 @@ def test_the_replay_check_catches_a_replay_that_ignores_dependences(monkeypatch:
     """execute_row also launches the program as steady state does (recorded in
     dependence levels, then replayed): levels that run the steps backwards give
     a checked run that matches and a replay that does not."""
-    from spyre_adapter import bench_checks
+    from spyre_adapter.bench import checks as bench_checks
     from spyre_adapter.emulator import regroup
 
     kernel = bench.gemm_kernel("g", 128, 128, 256)

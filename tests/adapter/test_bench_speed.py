@@ -1,11 +1,11 @@
 """The speed benchmark's row selection and headline ratios (the measurements
-themselves take minutes; ``python -m spyre_adapter.bench_speed`` runs them)."""
+themselves take minutes; ``python -m spyre_adapter.bench.speed`` runs them)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spyre_adapter import bench_speed
+from spyre_adapter.bench import speed as bench_speed
 
 
 def test_a_speed_row_is_its_median_process_and_keeps_every_ratio(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from spyre_adapter import calibration as cal
-from spyre_adapter import sweep_kernels as sk
-from spyre_adapter.calibration import kernel_ns
-from spyre_adapter.machine import DEFAULT, SOURCES, Machine
+from spyre_adapter.bench import calibration as cal
+from spyre_adapter.bench import kernels as sk
+from spyre_adapter.bench.calibration import kernel_ns
+from spyre_adapter.model.machine import DEFAULT, SOURCES, Machine
 
 TAGS = {"datasheet", "architecture", "measured", "fit", "assumed"}
 

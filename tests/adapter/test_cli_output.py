@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from spyre_adapter.report import format_bytes, format_ns
+from spyre_adapter.backend.report import format_bytes, format_ns
 from spyre_adapter.workloads import differential as diff
 from spyre_adapter.workloads.output import print_table
 

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from spyre_adapter import cli, model_config, models
-from spyre_adapter.opinfo import cli as opinfo_cli
+from spyre_adapter.cli import main as cli
+from spyre_adapter.zoo import config as model_config
+from spyre_adapter.zoo import blocks as models
+from spyre_adapter.cli import opinfo as opinfo_cli
 from spyre_adapter.opinfo import corpus
 from tests.support.workloads import TINY_WORKLOAD
 
@@ -129,7 +131,7 @@ def inputs(tmp_path: Path) -> Path:
 
 
 def _spyre_adapter(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from spyre_adapter.cli import main; sys.exit(main())"
+    code = "import sys; from spyre_adapter.cli.main import main; sys.exit(main())"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=120)
 
@@ -154,8 +156,8 @@ def test_bad_input_is_one_line_exit_2_nothing_written(inputs: Path, argv: list[s
 
 def test_bad_input_fails_before_torch_or_the_compiler_load(inputs: Path) -> None:
     """The rows above are cheap because nothing heavy is imported before the checks."""
-    code = ("import sys\nfrom spyre_adapter.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
-            "    print(sorted(m for m in ('torch', 'sympy', 'libcst', 'spyre_adapter.run') if m in sys.modules))\n")
+    code = ("import sys\nfrom spyre_adapter.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+            "    print(sorted(m for m in ('torch', 'sympy', 'libcst', 'spyre_adapter.zoo.command') if m in sys.modules))\n")
     for argv in (["run", "--hidden", "-64"], ["run", "--machine", "cores=0"],
                  ["workloads", "--case", "x", str(inputs / "ok.yaml")], ["bench", "--max-numel", "0"],
                  ["opinfo", "--workers", "0"], ["probe", "--json", str(inputs / "afile" / "p.json")]):
@@ -165,7 +167,7 @@ def test_bad_input_fails_before_torch_or_the_compiler_load(inputs: Path) -> None
 
 def test_the_model_tables_agree() -> None:
     """run's light model table (checked before torch loads) lists the models that exist."""
-    from spyre_adapter import hf_models
+    from spyre_adapter.zoo import hf as hf_models
 
     assert {m for m in model_config.MODEL_SIZES if not m.startswith("hf:")} == set(models.MODELS)
     assert set(model_config.HF_FAMILIES) == set(hf_models.FAMILIES)

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from spyre_adapter.machine import DEFAULT, Machine
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Region
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.model.traffic import region_stick_set, region_sticks

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from spyre_shims.backend import FallbackWarning
-from spyre_adapter.on_device import announced_fallbacks
+from spyre_adapter.harness.on_device import announced_fallbacks
 
 
 def _rms(x: torch.Tensor, eps: float, scale: float) -> torch.Tensor:

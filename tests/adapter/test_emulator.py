@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from tests.support import kernels as K
-from spyre_adapter.backend import plan
+from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import executor, lx_memory
 from spyre_adapter.emulator.executor import Card, Replay, execute
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
                                          RingRecv, from_json, listing, to_json)
 from spyre_adapter.model.rules import EmulatorError, static_check
@@ -242,7 +242,7 @@ def test_unchecked_runs_match_the_checked_run_on_ring_sharing_matmuls(dtype: tor
     """Steady-state launches skip the LX checks and merge steps (deferred PE
     chains, batched receives): same program, same numbers as the checked launch."""
     from spyre_shims import kernel_ir as kir
-    from spyre_adapter.buffer_specs import contiguous_buffer
+    from spyre_adapter.model.buffer_specs import contiguous_buffer
     from spyre_adapter.model.program import RingRecv
 
     name = str(dtype).removeprefix("torch.")

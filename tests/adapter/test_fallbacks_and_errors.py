@@ -46,7 +46,7 @@ def test_release_outside_window_names_feature_release_and_window() -> None:
 
 
 def test_unknown_machine_parameter_is_rejected() -> None:
-    from spyre_adapter.machine import Machine
+    from spyre_adapter.model.machine import Machine
 
     with pytest.raises(ValueError, match="'lx_mib' is not accepted: expected a machine parameter"):
         Machine.from_spec("cores=8,lx_mib=3")

@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import kernels as K
-from spyre_adapter.backend import plan
+from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import regroup
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.emulator.executor import _Execution as Execution
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.machine import DEFAULT
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import run_kernel
 

@@ -18,8 +18,8 @@ import pytest
 
 from spyre_shims._torch import lazy
 
-HEAVY = ("torch._dynamo", "torch._inductor", "sympy", "spyre_shims.backend", "spyre_adapter.compiler",
-         "spyre_adapter.backend")
+HEAVY = ("torch._dynamo", "torch._inductor", "sympy", "spyre_shims.backend", "spyre_adapter.backend.compiler",
+         "spyre_adapter.backend.spyre")
 
 
 def _fresh(script: str, tmp_path: Path, autoload: bool = True) -> dict:
@@ -46,11 +46,11 @@ def test_import_torch_registers_the_device_and_nothing_heavy(tmp_path: Path) -> 
         after_eager = loaded()
         f = torch.compile(lambda a: torch.softmax(a, -1) * 2)
         z = f(torch.randn(8, 33).to("spyre")).cpu()
-        import spyre_adapter.compiler
+        import spyre_adapter.backend.compiler
         print(json.dumps({{"after_import": after_import, "after_eager": after_eager, "device": str(x.device),
                           "eager_ops": torch.spyre.report().to_dict()["eager_ops"],
                           "launches": torch.spyre.report().to_dict()["launches"],
-                          "installed": spyre_adapter.compiler.is_installed(), "rows": z.shape[0]}}))
+                          "installed": spyre_adapter.backend.compiler.is_installed(), "rows": z.shape[0]}}))
     """, tmp_path)
     assert out["after_import"] == [] and out["after_eager"] == []
     assert out["device"] == "spyre:0" and out["eager_ops"] >= 2
@@ -96,8 +96,8 @@ def test_autoload_off_then_register(tmp_path: Path) -> None:
 def test_the_package_root_and_the_cli_do_not_import_torch(tmp_path: Path) -> None:
     out = _fresh("""
         import json, sys
-        import spyre_adapter, spyre_adapter.cli, spyre_adapter.run_cli, spyre_adapter.bench_cli
-        import spyre_adapter.workloads.cli, spyre_adapter.opinfo.cli
+        import spyre_adapter, spyre_adapter.cli.main, spyre_adapter.cli.run, spyre_adapter.cli.bench
+        import spyre_adapter.cli.workloads, spyre_adapter.cli.opinfo
         print(json.dumps(sorted(m for m in ("torch", "sympy", "rich") if m in sys.modules)))
     """, tmp_path)
     assert out == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapter.on_device import run_compiled
+from spyre_adapter.harness.on_device import run_compiled
 
 
 def _run(f, x):  # type: ignore[no-untyped-def]

@@ -8,10 +8,10 @@ from collections import Counter
 import torch
 
 from tests.support import kernels as K
-from spyre_adapter import models
-from spyre_adapter.backend import plan
-from spyre_adapter.machine import DEFAULT
-from spyre_adapter.mutants import OPERATORS, judge, mutants, reference_run
+from spyre_adapter.zoo import blocks as models
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 

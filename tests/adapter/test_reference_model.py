@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spyre_adapter import reference_model as rm
+from spyre_adapter.bench import torch_spyre as rm
 
 HAVE_REFERENCE = rm.skip_reason() is None
 
@@ -33,7 +33,7 @@ def test_absent_folder_is_a_clean_skip(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("SPYRE_REFERENCE_DIR", str(tmp_path / "nowhere"))
     reason = rm.skip_reason()
     assert reason is not None and reason.startswith("comparison with torch-spyre's cost model skipped")
-    from spyre_adapter import bench
+    from spyre_adapter.bench import suite as bench
     section = bench.reference_section(quick=True)
     assert section == {"skipped": reason}
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapter.backend import plan
-from spyre_adapter.machine import DEFAULT, Machine
-from spyre_adapter.machine_spec import DoesNotFitError
-from spyre_adapter.on_device import run_compiled
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.model.machine import DEFAULT, Machine
+from spyre_adapter.model.machine_spec import DoesNotFitError
+from spyre_adapter.harness.on_device import run_compiled
 from spyre_adapter.scheduler.matmul import candidates, choose, plan_matmul, rank, shape_of
 from spyre_shims.runtime import reset_compiled
 from tests.support import kernels as K

@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 from tests.support import kernels as K
-from spyre_adapter.backend import plan
+from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.machine import DEFAULT, Machine
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad, RingRecv, RingSend
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
@@ -187,7 +187,7 @@ def test_compulsory_bytes_come_from_the_kernel_not_the_program() -> None:
 
 def test_flash_attention_program_beats_the_generic_path_on_traffic() -> None:
     q, k, v = (torch.randn(1, 4, 256, 64).half() for _ in range(3))
-    from spyre_adapter import attention
+    from spyre_adapter.backend import attention
 
     s = attention.shape_of(q.shape, k.shape, v.shape, True, "float16")
     p = attention.plan(s, DEFAULT)

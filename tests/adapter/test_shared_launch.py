@@ -13,15 +13,15 @@ import sympy
 import torch
 
 from tests.support import kernels as K
-from spyre_adapter.backend import plan_launch
-from spyre_adapter.context import current
+from spyre_adapter.backend.spyre import plan_launch
+from spyre_adapter.backend.context import current
 from spyre_adapter.emulator import executor
 from spyre_adapter.emulator.executable import Executable
 from spyre_adapter.emulator.executor import Card
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.traffic import compulsory_bytes
-from spyre_adapter.report import DeviceReport
+from spyre_adapter.backend.report import DeviceReport
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
 from spyre_shims.reference import run_kernel

@@ -11,7 +11,7 @@ import torch
 
 from tests.support import kernels as K
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.machine import DEFAULT
+from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
 from spyre_adapter.scheduler.size_buckets import size_bucket
 from spyre_adapter.scheduler.matmul import plan_matmul
@@ -92,9 +92,9 @@ def test_a_kernel_no_program_fits_at_its_run_time_sizes_runs_on_the_host_announc
     """Known only at launch: the reference semantics run on the host, with a
     fallback warning naming the kernel and the sizes (once per size), instead
     of an error deep inside the model's forward."""
-    from spyre_adapter.backend import plan
+    from spyre_adapter.backend.spyre import plan
     from spyre_adapter.emulator.executable import Executable
-    from spyre_adapter.report import DeviceReport
+    from spyre_adapter.backend.report import DeviceReport
     from spyre_shims.backend import FallbackWarning
 
     tiny = DEFAULT.replace(lx_usable_bytes=256)  # not even one stick per operand, double-buffered

@@ -14,7 +14,7 @@ import torch
 
 from tests.support.compare import shared_workloads
 from spyre_adapter.workloads import builders, differential as diff, spec
-from spyre_adapter.workloads.cli import main as workloads_main
+from spyre_adapter.cli.main import main as cli_main
 from spyre_adapter.workloads.literals import parse_literal
 from spyre_adapter.workloads.runner import run_files
 
@@ -199,7 +199,7 @@ def test_cli_json_exit_code_and_max_numel(tmp_path: Path, report, capsys: pytest
     path = tmp_path / "unit.yaml"
     path.write_text(FILE)
     out = tmp_path / "out.json"
-    code = workloads_main([str(path), "--json", str(out), "--max-numel", "150", "--case", "mul_strided",
+    code = cli_main(["workloads", str(path), "--json", str(out), "--max-numel", "150", "--case", "mul_strided",
                            "--case", "view_only"])
     doc = json.loads(out.read_text())
     assert code == 0
@@ -208,15 +208,15 @@ def test_cli_json_exit_code_and_max_numel(tmp_path: Path, report, capsys: pytest
     skipped = next(c for c in doc["cases"] if c["name"] == "mul_strided")
     assert skipped["status"] == diff.SKIPPED and "--max-numel" in skipped["detail"]
     assert "view_only" in capsys.readouterr().out
-    assert workloads_main([str(path), "--case", "nonsense_op"]) == 1  # a case that cannot be built
+    assert cli_main(["workloads", str(path), "--case", "nonsense_op"]) == 1  # a case that cannot be built
     with pytest.raises(SystemExit) as exit_info:  # a file that does not exist: checked before any work
-        workloads_main([str(tmp_path / "missing.yaml")])
+        cli_main(["workloads", str(tmp_path / "missing.yaml")])
     assert exit_info.value.code == 2 and "missing.yaml" in capsys.readouterr().err
 
 
 def test_workloads_subcommand_registers(tmp_path: Path) -> None:
-    from spyre_adapter.argcheck import ArgumentParser
-    from spyre_adapter.workloads.cli import register
+    from spyre_adapter.cli.argcheck import ArgumentParser
+    from spyre_adapter.cli.workloads import register
 
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     a.write_text(FILE)

@@ -96,7 +96,7 @@ def test_index_parse_refuses_code_without_running_it(tmp_path: Path) -> None:
 
 
 def _envelope(**changes: object) -> str:
-    env = {"name": "k", "kind": "reference", "backend": "spyre_adapter.backend:SpyreBackend", "args": ["a"],
+    env = {"name": "k", "kind": "reference", "backend": "spyre_adapter.backend.spyre:SpyreBackend", "args": ["a"],
            "symbols": [], "payload": kir.to_json(K.add(4, 64))}
     env.update(changes)
     return json.dumps(env)

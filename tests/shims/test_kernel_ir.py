@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from spyre_adapter import models
+from spyre_adapter.zoo import blocks as models
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs

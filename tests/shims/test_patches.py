@@ -63,7 +63,7 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.decompositions import NORM_OPS, ROUTING_OPS
+    from spyre_adapter.backend.decompositions import NORM_OPS, ROUTING_OPS
 
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
     expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS)} | {"kernel-rewrites"}

@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from spyre_adapter.context import current
-from spyre_adapter.on_device import run_compiled
+from spyre_adapter.backend.context import current
+from spyre_adapter.harness.on_device import run_compiled
 
 
 #: Tolerances of device results against CPU eager, per dtype.

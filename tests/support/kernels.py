@@ -9,9 +9,9 @@ from collections.abc import Mapping
 import sympy
 import torch
 
-from spyre_adapter.buffer_specs import contiguous_buffer
+from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.machine import DEFAULT, Machine
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Program
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir

@@ -1,0 +1,82 @@
+"""The "spyre" PyTorch device: ``torch.device("spyre")``, ``.to("spyre")``,
+``torch.spyre.*`` and ``torch.compile`` through the stable API.
+
+Two halves, so that ``import torch`` stays fast: this module registers the
+device (eager ops on host-backed memory, ``torch.spyre``) and imports nothing
+heavy; :mod:`spyre_adapter.backend.compiler` (the Inductor backend, scheduler and
+emulator, with sympy) is imported by name when Inductor first compiles, or when
+``torch.spyre.machine()`` asks for the machine model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+from spyre_shims.amp import enable_autocast
+from spyre_shims.device import add_eager_listener, on_first_compile, register_host_device
+
+from spyre_adapter.backend.report import REPORT, DeviceReport
+
+#: The heavy half, imported only on first use.
+COMPILER = "spyre_adapter.backend.compiler"
+
+_counting = False
+
+
+class _SpyreModule:
+    """Functions exposed as ``torch.spyre``."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def synchronize(device: Any = None) -> None:
+        """Kernels run synchronously on the emulator; nothing to wait for."""
+
+    @staticmethod
+    def get_device_name(device: Any = None) -> str:
+        return "IBM Spyre (emulated)"
+
+    @staticmethod
+    def get_amp_supported_dtype() -> list[Any]:
+        """Dtypes ``torch.autocast("spyre", dtype=...)`` accepts (the card computes in both).
+        torch.autocast asks this first, so the autocast kernels are registered here,
+        on first use, not on ``import torch``."""
+        import torch
+
+        enable_autocast("spyre")
+        return [torch.float16, torch.bfloat16]
+
+    @staticmethod
+    def report() -> DeviceReport:
+        """The emulator's report of everything run so far."""
+        return REPORT
+
+    @staticmethod
+    def machine() -> Any:
+        """The machine model kernels are planned for."""
+        return importlib.import_module(COMPILER).current_machine()
+
+
+def register_device() -> types.ModuleType:
+    """Create the "spyre" device (eager ops on host-backed memory, counted in the report)."""
+    global _counting
+    module = register_host_device("spyre", _SpyreModule)
+    if not _counting:
+        add_eager_listener(REPORT.record_eager)
+        _counting = True
+    return module
+
+
+def register() -> None:
+    """Create the device now; register the Spyre backend with Inductor when it
+    first compiles (:func:`spyre_adapter.backend.compiler.install`)."""
+    register_device()
+    on_first_compile(f"{COMPILER}:install")
