@@ -24,20 +24,17 @@ DEFERRED: dict[tuple[str, str], str] = {
     # `import torch` stays light: the device half registers at torch's import, the
     # compiler half (scheduler, emulator, sympy) loads on the first compile.
     ("spyre_adapter/__init__.py", "register"): "the package root imports nothing, so the CLI parses before torch",
-    ("spyre_adapter/device.py", "machine"): "torch.spyre.machine() loads the compiler half on first use",
-    ("spyre_adapter/report.py", "write_trace"): "the report is imported with the device at torch's import; "
-                                                "the trace writer needs the emulator's timing model",
+    ("spyre_adapter/backend/device.py", "machine"): "torch.spyre.machine() loads the compiler half on first use",
+    ("spyre_adapter/backend/report.py", "write_trace"): "the report is imported with the device at torch's import; "
+                                                        "the trace writer needs the emulator's timing model",
     # Optional dependency: transformers is the [hf] extra.
-    ("spyre_adapter/run.py", "_command_hf"): "transformers (the [hf] extra) loads only for hf: models",
+    ("spyre_adapter/zoo/command.py", "_command_hf"): "transformers (the [hf] extra) loads only for hf: models",
     # A worker process configures logging and warnings before torch and op_db load.
     ("spyre_adapter/opinfo/worker.py", "run"): "the sweep worker sets up its process before importing torch",
-    # The benchmark module is being reworked separately; its two deferred imports stay until then.
-    ("spyre_adapter/bench.py", "bench_workloads"): "benchmark rework (left to its owner)",
-    ("spyre_adapter/bench.py", "bench_attention"): "benchmark rework (left to its owner)",
     # Each speed measurement runs in a fresh child process; the parent only spawns them.
-    ("spyre_adapter/bench_speed.py", "_block"): "models load in the measuring child process, not the parent",
-    ("spyre_adapter/bench_speed.py", "_tiny"): "models load in the measuring child process, not the parent",
-    ("spyre_adapter/bench_speed.py", "_hf"): "transformers models load in the measuring child process only",
+    ("spyre_adapter/bench/speed.py", "_block"): "models load in the measuring child process, not the parent",
+    ("spyre_adapter/bench/speed.py", "_tiny"): "models load in the measuring child process, not the parent",
+    ("spyre_adapter/bench/speed.py", "_hf"): "transformers models load in the measuring child process only",
 }
 
 

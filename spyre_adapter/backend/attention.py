@@ -35,9 +35,9 @@ from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import host_flat, host_view, wrap_host
 from spyre_shims.kernels import register_kernel
 
-from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.backend.context import DeviceContext, current
 from spyre_adapter.emulator.executable import Executable
+from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import (AttentionPlan, CoreProgram, DmaLoad, DmaStore, Operand, Pe, Program, Region,

@@ -13,8 +13,8 @@ from spyre_shims.backend import register_backend
 
 from spyre_adapter.backend import attention
 from spyre_adapter.backend import decompositions
-from spyre_adapter.backend.spyre import SpyreBackend, current_machine
 from spyre_adapter.backend.device import register_device
+from spyre_adapter.backend.spyre import SpyreBackend, current_machine
 
 __all__ = ["install", "is_installed", "current_machine"]
 

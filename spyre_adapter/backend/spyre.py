@@ -22,12 +22,12 @@ from spyre_shims.ops import POINTWISE
 
 from spyre_adapter.backend import attention
 from spyre_adapter.backend.context import DeviceContext, current, current_machine, set_machine, use_machine
+from spyre_adapter.backend.scalars import scalar_instrs
 from spyre_adapter.emulator.executable import Executable, Planned
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Program
 from spyre_adapter.model.machine_spec import DoesNotFitError, MachineSpecError
+from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.backend.scalars import scalar_instrs
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.matmul import plan_matmul

@@ -31,8 +31,8 @@ import sympy
 from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.emulator import metrics
-from spyre_adapter.model.machine import Machine
 from spyre_adapter.model import timing
+from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes

@@ -31,8 +31,8 @@ import torch
 from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.bench import kernels as sk
-from spyre_adapter.model.machine import DEFAULT, SOURCES, Machine
 from spyre_adapter.model import timing
+from spyre_adapter.model.machine import DEFAULT, SOURCES, Machine
 from spyre_adapter.model.traffic import compulsory_bytes
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul

@@ -24,11 +24,11 @@ from spyre_shims.ops import torch_dtype
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from spyre_adapter.backend.spyre import plan
+from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
 
 __all__ = ["execute_row", "mutation_section", "kernel_inputs"]
 

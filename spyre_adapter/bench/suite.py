@@ -36,26 +36,28 @@ from rich.table import Table
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
-from spyre_adapter.bench import baselines
-from spyre_adapter.zoo import blocks as models
-from spyre_adapter.bench import calibration as cal
-from spyre_adapter.bench import torch_spyre as rm
-from spyre_adapter.backend.spyre import plan
+from spyre_adapter.backend import attention
 from spyre_adapter.backend.context import current, use_machine
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.bench import baselines
+from spyre_adapter.bench import calibration as cal
+from spyre_adapter.bench import checks as bench_checks
+from spyre_adapter.bench import speed as bench_speed
+from spyre_adapter.bench import torch_spyre as rm
 from spyre_adapter.emulator import metrics
-from spyre_adapter.model.machine import DEFAULT, Machine
+from spyre_adapter.harness.console import Stages, make_console
+from spyre_adapter.harness.on_device import run_compiled
+from spyre_adapter.harness.timing import median_time
 from spyre_adapter.model import timing
+from spyre_adapter.model.buffer_specs import contiguous_buffer
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.model.traffic import compulsory_bytes
-from spyre_adapter.harness.on_device import run_compiled
 from spyre_adapter.scheduler.loops import Division, model_group, plan_group
-from spyre_adapter.bench import checks as bench_checks
-from spyre_adapter.bench import speed as bench_speed
-from spyre_adapter.harness.timing import median_time
-from spyre_adapter.model.buffer_specs import contiguous_buffer
-from spyre_adapter.harness.console import Stages, make_console
+from spyre_adapter.workloads.runner import CompiledCache, run_case
 from spyre_adapter.workloads.spec import load
+from spyre_adapter.zoo import blocks as models
 
 
 #: Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, intermediate 14336) and
@@ -251,8 +253,6 @@ def bench_chains(m: Machine, quick: bool) -> list[dict[str, Any]]:
 
 
 def bench_workloads(m: Machine, files: Sequence[Path], max_numel: int | None) -> tuple[list[dict[str, Any]], dict]:
-    from spyre_adapter.workloads.runner import CompiledCache, run_case
-
     rows: list[dict[str, Any]] = []
     status: dict[str, int] = {}
     for path in files:
@@ -299,7 +299,6 @@ ATTENTION = [(1, 32, 2048, 2048, 128, True), (1, 8, 512, 512, 64, True)]
 def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
     """The hand-written attention kernel against the generic path (matmul,
     softmax, matmul through DRAM), both compiled and run in this run."""
-    from spyre_adapter.backend import attention
     report = current().report
     rows = []
     gen = torch.Generator().manual_seed(0)

@@ -41,14 +41,14 @@ from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.bench import kernels as sk
 from spyre_adapter.bench.baselines import torch_spyre_split
+from spyre_adapter.bench.shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
+from spyre_adapter.model import timing
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.scheduler.lx_alloc import LxFull
-from spyre_adapter.model import timing
 from spyre_adapter.scheduler.loops import plan_group
+from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.matmul import MatmulShape, plan_grid, plan_matmul
-from spyre_adapter.bench.shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
 
 __all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config",
            "category",

@@ -14,9 +14,9 @@ import torch
 
 from spyre_shims.ops import torch_dtype
 
+from spyre_adapter.emulator import replay as rp
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Lx
-from spyre_adapter.emulator import replay as rp
 
 __all__ = ["HELD", "VIEW_CACHE_SIZE", "Card", "Where", "where_of", "core_range", "core_view", "byte_dims"]
 

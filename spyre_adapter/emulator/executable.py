@@ -19,14 +19,14 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.backend import warn_fallback
 from spyre_shims.reference import KernelFault, run_kernel
 
+from spyre_adapter.emulator import metrics
+from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import DmaStore, Program, itemsize
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.timing import Timeline, simulate
 from spyre_adapter.model.traffic import compulsory_bytes
-from spyre_adapter.emulator import metrics
-from spyre_adapter.emulator.executor import Card, Replay, execute
 
 __all__ = ["Executable", "Planned", "Recorder", "Planner"]
 

@@ -36,16 +36,16 @@ from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import (KernelFault, Tile, combine_partials, compile_evaluation, evaluate, merge_partials,
                                    partial_dtypes)
 
-from spyre_adapter.model.bodies import index_cone
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
-                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, describe)
-from spyre_adapter.model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
-from spyre_adapter.model.traffic import StickMarks
 from spyre_adapter.emulator import grouping, lx_memory, regroup
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.card import HELD, Card, Where, core_range, where_of
 from spyre_adapter.emulator.lx_memory import LxMemory, NotBatchable
 from spyre_adapter.emulator.replay import Replay, put
+from spyre_adapter.model.bodies import index_cone
+from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
+                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, describe)
+from spyre_adapter.model.rules import EmulatorError, buffer_dtypes, overlaps, static_check
+from spyre_adapter.model.traffic import StickMarks
 
 __all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute", "static_check"]
 

@@ -17,9 +17,9 @@ from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import Tile, data_index_symbols
 
+from spyre_adapter.emulator.card import Where
 from spyre_adapter.model.program import Lx, Operand
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.emulator.card import Where
 
 if TYPE_CHECKING:
     from spyre_adapter.emulator.executor import _Execution

@@ -21,8 +21,8 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.index import index_symbol
 from spyre_shims.reference import concrete
 
-from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.costs import op_counts
+from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.timing import Timeline
 

@@ -21,8 +21,8 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
 
-from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.costs import pe_ns, vec_cycles
+from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
                                          Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, dram_accesses,
                                          itemsize, lx_accesses)

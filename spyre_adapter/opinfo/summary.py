@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from spyre_adapter.workloads import differential as diff
 from spyre_adapter.opinfo.corpus import DTYPES, Item
 from spyre_adapter.opinfo.expectations import TOLERANCES
+from spyre_adapter.workloads import differential as diff
 
 STATUSES = [diff.PASS, diff.PASS_NO_KERNEL, diff.FALLBACK, diff.XFAIL, diff.FAIL, diff.SKIPPED]
 

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from spyre_adapter.workloads import differential as diff
 from spyre_adapter.opinfo.corpus import DTYPES, Item, op_db, samples
 from spyre_adapter.opinfo.expectations import Expectations
+from spyre_adapter.workloads import differential as diff
 
 #: Order of severity when folding sample outcomes into one item status.
 _SEVERITY = [diff.FAIL, diff.FALLBACK, diff.PASS, diff.PASS_NO_KERNEL, diff.SKIPPED]

@@ -42,8 +42,8 @@ from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import KernelGroup, LoopKernel
 from spyre_shims.reference import Tile, concrete, partial_dtypes, reduction_phases
 
-from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.bodies import Access, accesses, index_cone, indirect_levels
+from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter,
                                          DmaStore, LoopPlan, Operand, Program, Region, Resident, RingRecv, RingSend,
                                          Vec, itemsize)

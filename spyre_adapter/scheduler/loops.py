@@ -22,14 +22,14 @@ import torch
 
 from spyre_shims.kernel_ir import KernelGroup
 
+from spyre_adapter.model.bodies import accesses, indirect_levels
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
-from spyre_adapter.model.bodies import accesses, indirect_levels
-from spyre_adapter.model.structure import structure_digest
 from spyre_adapter.model.program import Candidate, LoopPlan, Program
-from spyre_adapter.model.rules import EmulatorError, static_check
-from spyre_adapter.model.timing import DeadlockError, simulate
 from spyre_adapter.model.program import Resident, itemsize
+from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.timing import DeadlockError, simulate
 from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
 from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key

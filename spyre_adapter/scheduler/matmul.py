@@ -25,15 +25,15 @@ from spyre_shims import kernel_ir as kir
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident
-from spyre_adapter.model.rules import EmulatorError, static_check
-from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.model.program import itemsize
-from spyre_adapter.scheduler.loops import plan_group
-from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
+from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.timing import lower_bound_ns, simulate
+from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
+from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
 
 
 @dataclasses.dataclass(frozen=True)

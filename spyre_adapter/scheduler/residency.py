@@ -28,8 +28,8 @@ from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.model.timing import simulate
 from spyre_adapter.model.structure import positional_names
+from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.loop_program import Hold
 from spyre_adapter.scheduler.loops import Division, Residency, SchedulingError, plan_group
 from spyre_adapter.scheduler.lx_alloc import LxFull

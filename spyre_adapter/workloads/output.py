@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from spyre_adapter.workloads import differential as diff
 from spyre_adapter.harness.console import make_console
+from spyre_adapter.workloads import differential as diff
 
 _STYLE = {diff.PASS: "green", diff.PASS_NO_KERNEL: "green", diff.FALLBACK: "yellow", diff.FAIL: "bold red",
           diff.ERROR: "bold red", diff.SKIPPED: "dim"}

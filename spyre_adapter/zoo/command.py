@@ -18,17 +18,17 @@ from rich.table import Table
 from spyre_shims.device import eager_op_counts
 
 from spyre_adapter.backend import compiler
-from spyre_adapter.zoo import blocks as models
-from spyre_adapter.zoo.config import is_hf, sizes_of
-from spyre_adapter.harness.usage import ArgError, UsageError
-from spyre_adapter.harness.timing import median_time
-from spyre_adapter.harness.console import Stages, make_console
 from spyre_adapter.backend.context import current, set_machine
+from spyre_adapter.harness.console import Stages, make_console
+from spyre_adapter.harness.on_device import announced_fallbacks
+from spyre_adapter.harness.timing import median_time
+from spyre_adapter.harness.usage import ArgError, UsageError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import listing
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.harness.on_device import announced_fallbacks
+from spyre_adapter.zoo import blocks as models
+from spyre_adapter.zoo.config import is_hf, sizes_of
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 #: Default max abs error vs CPU eager by dtype (activations of O(1) magnitude).
