@@ -38,10 +38,11 @@ from spyre_shims.kernels import register_kernel
 from spyre_adapter.backend.context import DeviceContext, current
 from spyre_adapter.emulator.executable import Executable
 from spyre_adapter.model.buffer_specs import contiguous_buffer
+from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import (AttentionPlan, CoreProgram, DmaLoad, DmaStore, Operand, Pe, Program, Region,
-                                         Vec, itemsize, with_buffers)
+                                         Vec, itemsize)
 from spyre_adapter.scheduler.lx_alloc import LxFull, Slot, SlotView, allocate
 
 SCHEMA = "(Tensor q, Tensor k, Tensor v, bool causal, float scale) -> Tensor"

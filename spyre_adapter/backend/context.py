@@ -18,8 +18,9 @@ from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.backend.report import REPORT, DeviceReport
 from spyre_adapter.emulator.executor import Card
+from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Program, with_buffers
+from spyre_adapter.model.program import Program
 from spyre_adapter.model.structure import buffer_names, structure_text
 
 __all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]

@@ -20,9 +20,10 @@ import torch
 from spyre_shims.reference import KernelFault, run_kernel
 
 from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.model import isa
+from spyre_adapter.model.isa import lx_accesses
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, CoreProgram, DmaGather, DmaLoad, DmaStore, Lx, Pe,
-                                         Program, Vec, itemsize, lx_accesses)
+from spyre_adapter.model.program import CoreProgram, Program, itemsize
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.timing import DeadlockError
 
@@ -57,12 +58,13 @@ def _with_core(p: Program, core: int, instrs: Sequence[Any]) -> Program:
     return dataclasses.replace(p, cores=tuple(cores))
 
 
-def _sites(p: Program, kind: type | tuple[type, ...]) -> list[tuple[int, int, Any]]:
-    return [(c.core, i, ins) for c in p.cores for i, ins in enumerate(c.instrs) if isinstance(ins, kind)]
+def _sites(p: Program, which: Callable[[isa.Step[Any], Any], bool]) -> list[tuple[int, int, Any]]:
+    """(core, step, instruction) of every step ``which(record, step)`` picks."""
+    return [(c.core, i, ins) for c in p.cores for i, ins in enumerate(c.instrs) if which(isa.step(ins), ins)]
 
 
 def _drop_load(p: Program, rng: random.Random) -> Iterator[Mutant]:
-    sites = _sites(p, (DmaLoad, DmaGather))
+    sites = _sites(p, lambda rec, ins: rec.dma == "in")
     for core, i, ins in rng.sample(sites, len(sites)):
         instrs = list(p.core(core).instrs)
         del instrs[i]
@@ -70,12 +72,12 @@ def _drop_load(p: Program, rng: random.Random) -> Iterator[Mutant]:
 
 
 def _shift_tile(p: Program, m: Machine, dtypes: Mapping[str, str], rng: random.Random) -> Iterator[Mutant]:
-    sites = _sites(p, (DmaLoad, DmaStore))
+    sites = _sites(p, lambda rec, ins: rec.transfer(ins) is not None)
     for core, i, ins in rng.sample(sites, len(sites)):
-        region = ins.src if isinstance(ins, DmaLoad) else ins.dst
+        region = isa.transfer(ins)[0]  # type: ignore[index]
         shift = max(1, m.stick_bytes // itemsize(dtypes[region.buffer]))
         moved = dataclasses.replace(region, offset=region.offset + shift)
-        new = dataclasses.replace(ins, src=moved) if isinstance(ins, DmaLoad) else dataclasses.replace(ins, dst=moved)
+        new = isa.step(ins).with_region(ins, moved)
         instrs = list(p.core(core).instrs)
         instrs[i] = new
         yield Mutant("shift_tile", p.name, core, i, f"{type(ins).__name__} of {region.buffer} one stick later",
@@ -84,7 +86,7 @@ def _shift_tile(p: Program, m: Machine, dtypes: Mapping[str, str], rng: random.R
 
 def _swap_cores(p: Program, rng: random.Random) -> Iterator[Mutant]:
     """Two cores' n-th DMA regions of the same shape (and different data) exchanged."""
-    by_core = {c.core: [(i, ins) for i, ins in enumerate(c.instrs) if isinstance(ins, (DmaLoad, DmaStore))]
+    by_core = {c.core: [(i, ins) for i, ins in enumerate(c.instrs) if isa.transfer(ins) is not None]
                for c in p.cores}
     pairs = []
     cores = [c for c, v in by_core.items() if v]
@@ -92,14 +94,13 @@ def _swap_cores(p: Program, rng: random.Random) -> Iterator[Mutant]:
         for b in cores:
             if a < b:
                 for n, ((ia, x), (ib, y)) in enumerate(zip(by_core[a], by_core[b])):
-                    rx = x.src if isinstance(x, DmaLoad) else x.dst
-                    ry = y.src if isinstance(y, DmaLoad) else y.dst
-                    if type(x) is type(y) and rx != ry and rx.sizes == ry.sizes and rx.buffer == ry.buffer:
+                    rx, ry = isa.transfer(x)[0], isa.transfer(y)[0]  # type: ignore[index]
+                    if isa.step(x) is isa.step(y) and rx != ry and rx.sizes == ry.sizes and rx.buffer == ry.buffer:
                         pairs.append((a, ia, x, b, ib, y))
     for a, ia, x, b, ib, y in rng.sample(pairs, len(pairs)):
-        field = "src" if isinstance(x, DmaLoad) else "dst"
-        xa = dataclasses.replace(x, **{field: getattr(y, field)})
-        yb = dataclasses.replace(y, **{field: getattr(x, field)})
+        rec = isa.step(x)
+        xa = rec.with_region(x, isa.transfer(y)[0])  # type: ignore[index]
+        yb = rec.with_region(y, isa.transfer(x)[0])  # type: ignore[index]
         ia_instrs, ib_instrs = list(p.core(a).instrs), list(p.core(b).instrs)
         ia_instrs[ia], ib_instrs[ib] = xa, yb
         q = _with_core(_with_core(p, a, ia_instrs), b, ib_instrs)
@@ -107,9 +108,10 @@ def _swap_cores(p: Program, rng: random.Random) -> Iterator[Mutant]:
 
 
 def _drop_barrier(p: Program, rng: random.Random) -> Iterator[Mutant]:
-    tags = sorted({ins.tag for c in p.cores for ins in c.instrs if isinstance(ins, Barrier)})
+    tags = sorted({ins.tag for _, _, ins in _sites(p, lambda rec, ins: rec.sync == "barrier")})
     for tag in rng.sample(tags, len(tags)):
-        cores = [dataclasses.replace(c, instrs=tuple(i for i in c.instrs if not (isinstance(i, Barrier) and i.tag == tag)))
+        cores = [dataclasses.replace(c, instrs=tuple(i for i in c.instrs
+                                                     if not (isa.step(i).sync == "barrier" and i.tag == tag)))
                  for c in p.cores]
         yield Mutant("drop_barrier", p.name, -1, -1, f"barrier #{tag} dropped", dataclasses.replace(p, cores=tuple(cores)))
 
@@ -130,21 +132,9 @@ def _touches(c: CoreProgram, bodies: Any, lo: int, hi: int, first: int, last: in
 def _shift_views(ins: Any, lo: int, hi: int, delta: int) -> Any:
     """``ins`` with every LX view starting in [lo, hi) moved down by ``delta`` bytes."""
     def mv(v: Any) -> Any:
-        return dataclasses.replace(v, addr=v.addr - delta) if isinstance(v, Lx) and lo <= v.addr < hi else v
+        return dataclasses.replace(v, addr=v.addr - delta) if lo <= v.addr < hi else v
 
-    if isinstance(ins, (Vec, AddrGen, Combine)):
-        changes: dict[str, Any] = {"operands": tuple(dataclasses.replace(o, lx=mv(o.lx)) for o in ins.operands)}
-        if isinstance(ins, Vec):
-            changes["partials"] = tuple((pos, tuple(mv(x) for x in comps)) for pos, comps in ins.partials)
-        if isinstance(ins, AddrGen):
-            changes["targets"] = tuple((pos, mv(x)) for pos, x in ins.targets)
-        if isinstance(ins, Combine):
-            changes["partials"] = tuple((pos, tuple(tuple(mv(x) for x in comps) for comps in chunks))
-                                        for pos, chunks in ins.partials)
-            changes["into"] = tuple((pos, tuple(mv(x) for x in comps)) for pos, comps in ins.into)
-        return dataclasses.replace(ins, **changes)
-    changes = {f.name: mv(getattr(ins, f.name)) for f in dataclasses.fields(ins) if isinstance(getattr(ins, f.name), Lx)}
-    return dataclasses.replace(ins, **changes) if changes else ins
+    return isa.map_views(ins, mv)
 
 
 def _shrink_alloc(p: Program, m: Machine, rng: random.Random) -> Iterator[Mutant]:
@@ -180,9 +170,10 @@ def _store_early(p: Program, rng: random.Random) -> Iterator[Mutant]:
     sites = []
     for c in p.cores:
         for i, ins in enumerate(c.instrs):
-            if not isinstance(ins, DmaStore):
+            moved = isa.transfer(ins)
+            if moved is None or isa.step(ins).dma != "out":
                 continue
-            lo, hi = ins.src.byte_range()
+            lo, hi = moved[1].byte_range()
             for j in range(i - 1, -1, -1):
                 _, writes = lx_accesses(c.instrs[j], p.bodies)
                 if any(w.byte_range()[0] < hi and lo < w.byte_range()[1] for w in writes):
@@ -196,7 +187,7 @@ def _store_early(p: Program, rng: random.Random) -> Iterator[Mutant]:
 
 
 def _skip_kslice(p: Program, rng: random.Random) -> Iterator[Mutant]:
-    sites = _sites(p, Pe)
+    sites = _sites(p, lambda rec, ins: rec.lane == "pe")
     for core, i, ins in rng.sample(sites, len(sites)):
         instrs = list(p.core(core).instrs)
         del instrs[i]

@@ -10,20 +10,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from spyre_shims.ops import torch_dtype
 
-from spyre_adapter.emulator import replay as rp
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Lx
 
-__all__ = ["HELD", "VIEW_CACHE_SIZE", "Card", "Where", "where_of", "core_range", "core_view", "byte_dims"]
+__all__ = ["HELD", "VIEW_CACHE_SIZE", "INTS", "Card", "Where", "where_of", "core_range", "core_view", "byte_dims",
+           "bits"]
 
 #: The stamp of LX bytes an earlier kernel left for a later one.
 HELD = 255
 #: Card views kept for reuse (cleared when full).
 VIEW_CACHE_SIZE = 1 << 16
+
+
+INTS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
+_TORCH_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bits(t: torch.Tensor) -> np.ndarray:
+    """The elements of the flat tensor ``t`` as a numpy array of same-size
+    integers sharing its memory."""
+    return t.detach().view(_TORCH_INTS[t.element_size()]).numpy()
 
 
 class Card:
@@ -60,7 +71,7 @@ class Card:
         sharing the card's memory (the gathered replay steps address it)."""
         b = self._bits.get(itemsize)
         if b is None:
-            b = self._bits[itemsize] = rp.bits(self.lx.view(-1)).view(rp.INTS[itemsize])
+            b = self._bits[itemsize] = bits(self.lx.view(-1)).view(INTS[itemsize])
         return b
 
     def typed(self, dtype: torch.dtype) -> torch.Tensor:

@@ -21,9 +21,10 @@ from spyre_shims.reference import KernelFault, run_kernel
 
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.model import isa
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
-from spyre_adapter.model.program import DmaStore, Program, itemsize
+from spyre_adapter.model.program import Program, itemsize
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.timing import Timeline, simulate
 from spyre_adapter.model.traffic import compulsory_bytes
@@ -227,7 +228,7 @@ class Executable:
             traced.compulsory = self.compulsory(q, bufs, sizes)
         compulsory = traced.compulsory
         if expected is not None:
-            stored = {i.dst.buffer for c in p.cores for i in c.instrs if isinstance(i, DmaStore)}
+            stored = {b for c in p.cores for i in c.instrs if isa.step(i).dma == "out" for b in isa.dram_buffers(i)[1]}
             kept = {r.buffer for r in p.lx_out if r.buffer not in stored}  # elided: never written to DRAM
             _compare(p.name, buffers, {k: v for k, v in expected.items() if k not in kept})
         if first:
@@ -255,7 +256,8 @@ class Executable:
         for r in p.lx_in:
             total -= (r.hi - r.lo) * itemsize(r.dtype)
         written = {b.name for b in p.kernel.buffers if b.role in ("output", "inout")}
-        stored = {(c.core, i.dst.buffer) for c in p.cores for i in c.instrs if isinstance(i, DmaStore)}
+        stored = {(c.core, b) for c in p.cores for i in c.instrs if isa.step(i).dma == "out"
+                  for b in isa.dram_buffers(i)[1]}
         for r in p.lx_out:  # a share kept in LX and never stored: its write is not DRAM traffic
             if r.buffer in written and (r.core, r.buffer) not in stored:
                 total -= (r.hi - r.lo) * itemsize(r.dtype)

@@ -8,13 +8,13 @@ on a grid of cores (:func:`core_grid`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Sequence
 
-from spyre_adapter.model.program import DmaLoad, DmaStore, Instruction, Lx, Pe, Region, RingRecv, RingSend, Vec
+from spyre_adapter.model import isa
+from spyre_adapter.model.program import Instruction, Lx, Region
 
 __all__ = ["lx_shape", "gatherable", "spacing", "core_grid", "row_lengths", "grid_strides", "even_pairs", "disjoint",
-           "signature", "batches"]
+           "batches"]
 
 
 def lx_shape(lx: Lx) -> tuple[str, tuple[int, ...], tuple[int, ...]]:
@@ -36,7 +36,7 @@ def spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int],
     (cols, d1))`` when the k-th region is at ``(k // cols) * d0 + (k % cols) * d1``
     (a 2-D tiling spread over a core range); else None. Stores must also not
     overlap: the stacked view must address each element once."""
-    regions: list[Region] = [g[2].src if isinstance(g[2], DmaLoad) else g[2].dst for g in group]  # type: ignore[union-attr]
+    regions: list[Region] = [isa.transfer(g[2])[0] for g in group]  # type: ignore[index]
     offs = [r.offset for r in regions]
     n = len(offs)
     found = None
@@ -47,7 +47,7 @@ def spacing(group: list[tuple[int, int, Instruction]]) -> tuple[tuple[int, int],
             break
     if found is None:
         return None
-    if isinstance(group[0][2], DmaStore) and not disjoint(
+    if isa.step(group[0][2]).dma == "out" and not disjoint(
             (*(c for c, _ in found), *regions[0].sizes), (*(d for _, d in found), *regions[0].strides)):
         return None
     return found
@@ -112,29 +112,14 @@ def disjoint(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
-def signature(ins: Instruction) -> Any:
-    if isinstance(ins, Vec):
-        return ("vec", ins.body, tuple(b - a for a, b in ins.box), tuple(b - a for a, b in (ins.red or ())),
-                ins.phase, ins.bind, ins.partials, tuple((o.pos, o.kind, o.lx) for o in ins.operands))
-    if isinstance(ins, Pe):
-        return ("pe", ins)
-    if isinstance(ins, DmaLoad):
-        return ("load", ins.src.buffer, ins.src.sizes, ins.src.strides, ins.dst)
-    if isinstance(ins, RingRecv):
-        return ("recv", ins.dst)
-    if isinstance(ins, RingSend):
-        return ("send", ins.src)
-    if isinstance(ins, DmaStore):
-        return ("store", ins.dst.buffer, ins.dst.sizes, ins.dst.strides, ins.src, ins.accumulate)
-    return None
-
-
-def batches(runnable: list[tuple[int, int, Instruction]]) -> list[list[tuple[int, int, Instruction]]]:
-    """Runs of consecutive cores executing the same step on their own tiles."""
+def batches(runnable: list[tuple[int, int, Instruction]],
+            key: Callable[[Instruction], Hashable | None]) -> list[list[tuple[int, int, Instruction]]]:
+    """Runs of consecutive cores executing the same step on their own tiles
+    (equal ``key``; a None key never batches)."""
     out: list[list[tuple[int, int, Instruction]]] = []
     for item in sorted(runnable, key=lambda t: t[0]):
-        sig = signature(item[2])
-        if out and sig is not None and out[-1][-1][0] == item[0] - 1 and signature(out[-1][-1][2]) == sig:
+        sig = key(item[2])
+        if out and sig is not None and out[-1][-1][0] == item[0] - 1 and key(out[-1][-1][2]) == sig:
             out[-1].append(item)
         else:
             out.append([item])

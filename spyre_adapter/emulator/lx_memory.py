@@ -7,7 +7,7 @@ resolved once per body position.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy
 import torch
@@ -18,11 +18,9 @@ from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import Tile, data_index_symbols
 
 from spyre_adapter.emulator.card import Where
+from spyre_adapter.emulator.lx_state import LxState
 from spyre_adapter.model.program import Lx, Operand
 from spyre_adapter.model.rules import EmulatorError
-
-if TYPE_CHECKING:
-    from spyre_adapter.emulator.executor import _Execution
 
 __all__ = ["NotBatchable", "LxMemory", "REPLAY_COMPILED"]
 
@@ -40,9 +38,11 @@ class LxMemory:
     """A vector step's loads and stores against its LX operands, on one core or
     stacked over a core range."""
 
-    def __init__(self, ex: _Execution, where: Where, ops: Sequence[Operand] | Sequence[Sequence[Operand]],
+    def __init__(self, lx: LxState, where: Where, ops: Sequence[Operand] | Sequence[Sequence[Operand]],
                  step: int, kernel: LoopKernel, targets: Mapping[int, Lx] | None = None) -> None:
-        self.ex, self.where, self.step, self.kernel = ex, where, step, kernel
+        #: the launch's LX (a replayed step's memory is handed each launch's)
+        self.lx = lx
+        self.where, self.step, self.kernel = where, step, kernel
         self.batched = not isinstance(where, int)
         # per position: one operand (single core) or the per-core operands of the batch
         if self.batched:
@@ -67,7 +67,7 @@ class LxMemory:
         return self.where if isinstance(self.where, int) else self.where[0]
 
     def _fail(self, kind: str, name: str, detail: str) -> EmulatorError:
-        return EmulatorError(kind, self.ex.p.name, self._core(), self.step, name, detail)
+        return EmulatorError(kind, self.lx.kernel, self._core(), self.step, name, detail)
 
     def _window(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, shape: Sequence[int]) -> tuple[Any, Any]:
         """(strided view over ``shape``, its LX view) for an affine access of a window, or (None, None)."""
@@ -102,7 +102,7 @@ class LxMemory:
             return None, None
         strides = [c if k > 1 else 0 for c, k in zip(coeffs, inner)]
         sub = Lx(lx.addr + rel * lx.itemsize, lx.dtype, tuple(inner), tuple(strides))
-        return self.ex.card.view(self.where, sub), sub
+        return self.lx.view(self.where, sub), sub
 
     def _gather_idx(self, ops: list[Operand], name: str, index: sympy.Expr, tile: Tile, keep: bool,
                     mask: torch.Tensor | None, shape: Sequence[int]) -> torch.Tensor:
@@ -143,12 +143,12 @@ class LxMemory:
         lx = ops[0].lx
         if self.batched and any(o.lx != lx for o in ops):
             raise NotBatchable()
-        return self.ex.card.view(self.where, lx), self.ex.card.element_stamps(self.where, lx)
+        return self.lx.view(self.where, lx), self.lx.card.element_stamps(self.where, lx)
 
     def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
         if pos in self.targets:  # address generation: record the DRAM index, value not needed
             self._record_target(pos, index, tile, mask)
-            return torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+            return torch.zeros((), dtype=torch_dtype(self.lx.dtypes.get(name, "float32")))
         fast = self.fast if REPLAY_COMPILED else None
         if fast is not None:
             hit = fast.get(pos)
@@ -171,7 +171,7 @@ class LxMemory:
         ops = self.ops.get(pos)
         if ops is None:
             if self.targets:
-                return lambda: torch.zeros((), dtype=torch_dtype(self.ex.dtypes.get(name, "float32")))
+                return lambda: torch.zeros((), dtype=torch_dtype(self.lx.dtypes.get(name, "float32")))
             raise self._fail("missing operand", name, f"load at body position {pos} has no LX operand")
         shape = list(tile.shape)
         op = ops[0]
@@ -180,17 +180,17 @@ class LxMemory:
                 raise NotBatchable()
             if list(op.lx.sizes) != shape[tile.lead:]:
                 raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
-            view = self.ex.card.view(self.where, op.lx)
-            self.ex.check_written(self.where, op.lx, self.step, name, mask)
+            view = self.lx.view(self.where, op.lx)
+            self.lx.check_written(self.where, op.lx, self.step, name, mask)
             return lambda: view
         view, sub = self._window(ops, name, index, tile, shape)
         if view is not None:
-            self.ex.check_written(self.where, sub, self.step, name, mask)
+            self.lx.check_written(self.where, sub, self.step, name, mask)
             return lambda: view
         flat, stamps = self._flat_window(ops)
         idx = self._gather_idx(ops, name, index, tile, False, mask, shape)
-        if self.ex.checking:
-            written = (stamps == self.ex.epoch).all(-1)
+        if self.lx.checking:
+            written = (stamps == self.lx.epoch).all(-1)
             ok = written.gather(-1, idx.reshape(idx.shape[0], -1)).reshape(idx.shape) if self.batched \
                 else written.take(idx)
             if mask is not None:
@@ -209,9 +209,9 @@ class LxMemory:
         idx = tile.indices(index, keep=keep).expand(tuple(shape))
         if mask is not None:
             idx = torch.where(mask.bool().expand(tuple(shape)), idx, torch.full((), -1, dtype=torch.int64))
-        out = self.ex.card.view(self.where, lx)
+        out = self.lx.view(self.where, lx)
         out.copy_(idx.reshape(out.shape))
-        self.ex.mark(self.where, lx)
+        self.lx.mark(self.where, lx)
 
     def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
               mode: str | None) -> None:
@@ -239,7 +239,7 @@ class LxMemory:
         op = ops[0]
         dt = torch_dtype(op.lx.dtype)
         size = tuple(shape)
-        checking = self.ex.checking
+        checking = self.lx.checking
 
         def cast(value: torch.Tensor) -> torch.Tensor:
             v = torch.as_tensor(value)
@@ -252,14 +252,14 @@ class LxMemory:
                 raise self._fail("operand shape mismatch", name, f"LX tile {list(op.lx.sizes)} for tile {shape}")
             # One LX element per tile point: an accumulating store's adding
             # happens in DRAM (DmaScatter/DmaStore with accumulate).
-            view, sub = self.ex.card.view(self.where, op.lx), op.lx
+            view, sub = self.lx.view(self.where, op.lx), op.lx
         else:
             view, sub = (None, None) if mode == "atomic_add" else self._window(ops, name, index, tile, shape)
         if view is not None:
             def write_view(value: torch.Tensor) -> None:
                 view.copy_(cast(value))
                 if checking:
-                    self.ex.mark(self.where, sub)
+                    self.lx.mark(self.where, sub)
             return write_view
         flat, stamps = self._flat_window(ops)
         idx = self._gather_idx(ops, name, index, tile, reduced, None, shape)
@@ -273,12 +273,12 @@ class LxMemory:
                 v = cast(value).reshape(rows.shape)
                 flat.scatter_add_(-1, rows, v) if add else flat.scatter_(-1, rows, v)
                 if checking:
-                    st.scatter_(1, st_rows, torch.full((), self.ex.epoch, dtype=torch.uint8).expand(st_rows.shape))
+                    st.scatter_(1, st_rows, torch.full((), self.lx.epoch, dtype=torch.uint8).expand(st_rows.shape))
             return scatter_rows
         at = (idx.reshape(-1),)
 
         def scatter(value: torch.Tensor) -> None:
             flat.index_put_(at, cast(value).reshape(-1), accumulate=add)
             if checking:
-                stamps[at[0]] = self.ex.epoch
+                stamps[at[0]] = self.lx.epoch
         return scatter

@@ -31,8 +31,9 @@ import numpy as np
 import torch
 from spyre_shims.kernel_ir import LoopKernel
 
+from spyre_adapter.model import isa
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Barrier, Instruction, Lx, Region, RingRecv, RingSend, dram_accesses, lx_accesses
+from spyre_adapter.model.program import Instruction, Lx, Region
 
 __all__ = ["Item", "LX_BLOCK", "DRAM_BLOCKS", "MIN_STRIDED", "Gathered", "aliasing", "levels", "regroup"]
 
@@ -116,8 +117,9 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
 
     out: list[int] = []
     for core, _, ins in items:
-        reads, writes = lx_accesses(ins, bodies)
-        dreads, dwrites = dram_accesses(ins)
+        rec = isa.step(ins)
+        reads, writes = rec.lx_accesses(ins, bodies)
+        dreads, dwrites = rec.dram_accesses(ins)
         acc = [(lx, core, lx.span(*v.byte_range()), False) for v in reads]
         acc += [(lx, core, lx.span(*v.byte_range()), True) for v in writes]
         for ref in dreads:
@@ -129,7 +131,7 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
         lvl = 1
         for space, row, s, w in acc:
             lvl = max(lvl, space.after(row, s, w))
-        if isinstance(ins, RingRecv):
+        if rec.sync == "recv":
             key = (ins.tag, core)
             lvl = max(lvl, sent[key] + 1)
             taken[key] = lvl
@@ -138,12 +140,12 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
             if direct is not None and int(lx.written[sender, span].max()) < at:
                 direct[key] = (sender, src)
                 acc.append((lx, sender, span, False))
-        elif isinstance(ins, RingSend):
+        elif rec.sync == "send":
             for peer in ins.peers:
                 lvl = max(lvl, taken.get((ins.tag, peer), 0) + 1)
         for space, row, s, w in acc:
             space.touch(row, s, w, lvl)
-        if isinstance(ins, RingSend):
+        if rec.sync == "send":
             span = lx.span(*ins.src.byte_range())
             for peer in ins.peers:
                 sent[(ins.tag, peer)] = lvl
@@ -160,7 +162,7 @@ def regroup(items: Sequence[Item], lvls: Sequence[int], signature: Callable[[Ite
     of one shape shorter than :data:`MIN_STRIDED` pool into one :class:`Gathered`."""
     by_level: dict[int, dict[Any, list[Item]]] = defaultdict(dict)
     for n, (item, lvl) in enumerate(zip(items, lvls)):
-        if isinstance(item[2], Barrier):
+        if isa.step(item[2]).sync == "barrier":  # the program's order is in the levels
             continue
         sig = signature(item)
         key = ("one", n) if sig is None else sig

@@ -1,4 +1,5 @@
-"""Steady-state replay of an executed program.
+"""Steady-state replay of an executed program: the recorded steps (thunks) and
+how a recording launch builds them.
 
 A launch after the checked first one runs the same instructions in the same
 order: which steps batch together, when a ring receive's data has arrived and
@@ -21,10 +22,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from spyre_adapter.model.program import Region
+from spyre_shims.ops import torch_dtype as _torch_dtype
+
+from spyre_adapter.emulator import grouping
+from spyre_adapter.emulator.card import INTS, Where, bits, where_of
+from spyre_adapter.model import isa
+from spyre_adapter.model.program import Lx, Region
 
 __all__ = ["Replay", "Thunk", "put", "region", "write_dram", "deliver", "load", "batched_load", "store", "batched_store", "send", "batched_send", "recv", "batched_recv", "matmul", "pe", "sequence", "copy",
-           "INTS", "bits", "tiles", "gathered_copy", "gathered_load", "gathered_store"]
+           "INTS", "bits", "tiles", "gathered_copy", "gathered_load", "gathered_store", "lead_view", "gather_key",
+           "gathered", "direct_copy"]
 
 #: One recorded step: run on a launch (the executor's state for one execution).
 Thunk = Callable[[Any], None]
@@ -267,16 +274,6 @@ def copy(dst: torch.Tensor, src: torch.Tensor) -> Thunk:
 # copies bit for bit. Only copies run gathered: gathering a PE step's operands
 # cost as much as the batched matmul saved.
 
-INTS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
-_TORCH_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def bits(t: torch.Tensor) -> np.ndarray:
-    """The elements of the flat tensor ``t`` as a numpy array of same-size
-    integers sharing its memory."""
-    return t.detach().view(_TORCH_INTS[t.element_size()]).numpy()
-
-
 def tiles(flat: np.ndarray, sizes: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
     """``flat``'s tiles of ``sizes``/``strides`` (elements, non-negative) at every
     start offset, as the leading dim of one overlapping view: ``tiles(...)[o]``
@@ -315,3 +312,88 @@ def gathered_store(src: np.ndarray, src_idx: np.ndarray, buffer: str, sizes: tup
     def step(ex: Any) -> None:
         tiles(bits(ex.buffers[buffer]), sizes, strides)[dst_idx] = src[src_idx].reshape(shape)
     return step
+
+
+# ------------------------------------------------------------------ building recorded steps
+# A recording launch resolves a group's LX views once, into views of the card's
+# memory, which stay valid for the card's life. ``ex`` is the recording
+# :class:`~spyre_adapter.emulator.execution.Execution`.
+
+def lead_view(card: Any, where: Where, lx: Lx, lead: tuple[tuple[int, int], ...]) -> torch.Tensor:
+    """``lx`` over a core range, its core dim split like the DRAM side's ``lead`` dims."""
+    return card.view(where, lx).unflatten(0, tuple(n for n, _ in lead))
+
+
+def gather_key(ex: Any, ins: Any) -> Any:
+    """What strided DMA steps must share to run as one gather and scatter (None: they cannot)."""
+    moved = isa.transfer(ins)
+    if moved is None:
+        return None
+    r, lx = moved
+    if not _dram_gatherable(ex, r, lx):
+        return None
+    if isa.step(ins).dma == "in":
+        return ("load", r.buffer, r.sizes, r.strides, grouping.lx_shape(lx))
+    # stores: overwriting, and each element of the stacked regions written once
+    if ins.accumulate or not grouping.disjoint(r.sizes, r.strides):
+        return None
+    return ("store", r.buffer, r.sizes, r.strides, grouping.lx_shape(lx))
+
+
+def _dram_gatherable(ex: Any, r: Region, lx: Lx) -> bool:
+    """Whether DMA between ``r`` and ``lx`` copies bits (same dtype, no
+    conversion) over non-negative strides, so it can run gathered."""
+    buf = ex.buffers.get(r.buffer)
+    return buf is not None and buf.dtype == _torch_dtype(lx.dtype) and min(r.strides, default=0) >= 0 \
+        and grouping.gatherable(lx, lx)
+
+
+def _tiles_of(ex: Any, lx: Lx) -> Any:
+    """The card's tiles shaped like ``lx`` at every element offset (see :func:`tiles`)."""
+    return tiles(ex.card.bits(lx.itemsize), lx.sizes, lx.strides)
+
+
+def _offsets(ex: Any, pairs: Sequence[tuple[int, Lx]]) -> Any:
+    """Element offsets of (core, view) pairs in the card's flat memory."""
+    width = ex.m.lx_bytes
+    return np.array([(core * width + lx.addr) // lx.itemsize for core, lx in pairs], dtype=np.int64)
+
+
+def gathered(ex: Any, group: Sequence[tuple[int, int, Any]]) -> Thunk:
+    """A pooled group (:class:`~spyre_adapter.emulator.regroup.Gathered`) as one gather and scatter:
+    receives copied from their senders' LX, or strided DMA loads or stores."""
+    ins = group[0][2]
+    n = len(group)
+    if isa.step(ins).sync == "recv":
+        src = [ex.direct[(g[2].tag, g[0])] for g in group]
+        return gathered_copy(_tiles_of(ex, ins.dst), _offsets(ex, [(g[0], g[2].dst) for g in group]),
+                             _tiles_of(ex, src[0][1]), _offsets(ex, src), (n, *ins.dst.sizes))
+    r, lx = isa.transfer(ins)  # type: ignore[misc]
+    lx_at = _offsets(ex, [(g[0], isa.transfer(g[2])[1]) for g in group])  # type: ignore[index]
+    dram_at = np.array([isa.transfer(g[2])[0].offset for g in group], dtype=np.int64)  # type: ignore[index]
+    if isa.step(ins).dma == "in":
+        return gathered_load(_tiles_of(ex, lx), lx_at, r.buffer, r.sizes, r.strides, dram_at, (n, *lx.sizes))
+    return gathered_store(_tiles_of(ex, lx), lx_at, r.buffer, r.sizes, r.strides, dram_at, (n, *r.sizes))
+
+
+def _senders(ex: Any, cores: list[int], src: Lx) -> torch.Tensor:
+    """``src`` on sender cores stepping evenly upward (one sender to many: expanded)."""
+    if len(cores) > 1 and cores[0] == cores[1]:
+        one = ex.card.view(cores[0], src)
+        return one.expand((len(cores), *one.shape))
+    return ex.card.view(where_of(cores), src)
+
+
+def direct_copy(ex: Any, group: Sequence[tuple[int, int, Any]]) -> Thunk:
+    """Ring receives whose messages the recording launch copies straight from the
+    senders' LX: one copy between core grids, or one per run of evenly spaced cores."""
+    c, _, ins = group[0]
+    src = ex.direct[(ins.tag, c)][1]
+    pairs = [(g[0], ex.direct[(g[2].tag, g[0])][0]) for g in group]
+    grid = grouping.core_grid(pairs)
+    if grid is not None:
+        shape, (r0, rs), (s0, ss) = grid
+        return copy(ex.card.grid_view(r0, rs, shape, ins.dst), ex.card.grid_view(s0, ss, shape, src))
+    runs = [copy(ex.card.view(where_of([r for r, _ in run]), ins.dst), _senders(ex, [s for _, s in run], src))
+            for run in grouping.even_pairs(pairs)]
+    return runs[0] if len(runs) == 1 else sequence(runs)

@@ -18,8 +18,9 @@ typed instructions over its LX scratchpad (byte addresses) and the card's DRAM
 * :class:`Barrier` orders cores' DRAM accesses within the kernel.
 
 Everything is a frozen dataclass; :func:`to_json` / :func:`from_json` round-trip
-a program without evaluating any text, and :func:`listing` prints it like an
-assembly listing.
+a program without evaluating any text. What each step type reads, writes,
+costs and must obey is in :mod:`spyre_adapter.model.isa`, which also prints a
+program as an assembly listing.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ __all__ = [
     "PROGRAM_VERSION", "Box", "Region", "Lx", "Operand", "DmaLoad", "DmaStore", "DmaGather", "DmaScatter",
     "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Alloc", "CoreProgram",
     "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "Plan", "Program", "ProgramFormatError",
-    "to_json", "from_json", "listing", "itemsize",
+    "to_json", "from_json", "itemsize",
 ]
 
-#: Bumped when the JSON form changes; readers reject other versions.
-PROGRAM_VERSION = 2
+#: Bumped when the JSON form changes; readers reject other versions
+#: (3: a candidate division holds its row cores and reduction split, not a label).
+PROGRAM_VERSION = 3
 
 #: (start, stop) per dimension.
 Box = tuple[tuple[int, int], ...]
@@ -312,10 +314,17 @@ class Resident:
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    """A work division the planner costed."""
+    """A work division the planner costed: ``row_cores`` row ranges, each
+    reduction split in ``rsplit`` chunks."""
 
-    label: str
+    row_cores: int
+    rsplit: int
     estimate_ns: float
+
+    @property
+    def label(self) -> str:
+        """``"<row cores>x<reduction split>"``, as listings show it."""
+        return f"{self.row_cores}x{self.rsplit}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -448,158 +457,3 @@ def from_json(text: str) -> Program:
         raise
     except (jsonform.FormatError, TypeError, ValueError) as exc:
         raise ProgramFormatError(str(exc)) from None
-
-
-# ------------------------------------------------------------------ listing
-
-def _lx(v: Lx) -> str:
-    lo, hi = v.byte_range()
-    shape = "x".join(map(str, v.sizes)) or "1"
-    return f"LX[{lo:#08x}:{hi:#08x}] {v.dtype}[{shape}]"
-
-
-def _region(r: Region) -> str:
-    lo, hi = r.bounds()
-    shape = "x".join(map(str, r.sizes)) or "1"
-    return f"{r.buffer}[{lo}..{hi}] {shape}/{','.join(map(str, r.strides))}"
-
-
-def _box(box: Box | None) -> str:
-    return "x".join(f"{a}:{b}" for a, b in box) if box else "-"
-
-
-def describe(ins: Instruction, bodies: tuple[kir.LoopKernel, ...] = ()) -> tuple[str, str, str]:
-    """(mnemonic, what the step reads, what it writes) of one instruction."""
-    if isinstance(ins, DmaLoad):
-        return "dma.ld", _region(ins.src), _lx(ins.dst)
-    if isinstance(ins, DmaStore):
-        return ("dma.st+" if ins.accumulate else "dma.st"), _lx(ins.src), _region(ins.dst)
-    if isinstance(ins, DmaGather):
-        return "dma.gather", f"{ins.buffer}[@{_lx(ins.addrs)}]", _lx(ins.dst)
-    if isinstance(ins, DmaScatter):
-        return ("dma.scatter+" if ins.accumulate else "dma.scatter"), _lx(ins.src), f"{ins.buffer}[@{_lx(ins.addrs)}]"
-    if isinstance(ins, RingSend):
-        return f"ring.send ->{','.join(map(str, ins.peers))} #{ins.tag}", _lx(ins.src), ""
-    if isinstance(ins, RingRecv):
-        return f"ring.recv <-{ins.peer} #{ins.tag}", "", _lx(ins.dst)
-    if isinstance(ins, Barrier):
-        return f"barrier #{ins.tag}", "", ""
-    if isinstance(ins, Pe):
-        return "pe.mma" + ("+" if ins.accumulate else ""), f"{_lx(ins.a)} @ {_lx(ins.b)}", _lx(ins.acc)
-    name = bodies[ins.body].name if ins.body < len(bodies) else f"body{ins.body}"
-    if isinstance(ins, (Vec, AddrGen)):
-        ops = [o for o in ins.operands]
-        body = bodies[ins.body] if ins.body < len(bodies) else None
-        reads = [_lx(o.lx) for o in ops if body is None or body.body[o.pos].op == "load"]
-        writes = [_lx(o.lx) for o in ops if body is not None and body.body[o.pos].op != "load"]
-        if isinstance(ins, AddrGen):
-            writes = [_lx(t) for _, t in ins.targets]
-            return f"vec.agen {name} {_box(ins.box)}", "; ".join(reads), "; ".join(writes)
-        if ins.phase == "partial":
-            writes += [_lx(x) for _, comps in ins.partials for x in comps]
-        return f"vec.{ins.phase} {name} {_box(ins.box)}|{_box(ins.red)}", "; ".join(reads), "; ".join(writes)
-    if isinstance(ins, Combine):
-        reads = [_lx(x) for _, chunks in ins.partials for comps in chunks for x in comps]
-        writes = [_lx(o.lx) for o in ins.operands] + [_lx(x) for _, comps in ins.into for x in comps]
-        return f"vec.{'merge' if ins.into else 'combine'} {name} {_box(ins.box)}", "; ".join(reads), "; ".join(writes)
-    raise TypeError(f"not an instruction: {ins!r}")
-
-
-def listing(p: Program, max_instrs: int | None = None) -> str:
-    """An assembly-style listing: the plan, then per core each step with what it
-    reads and writes (``max_instrs`` per core, default all)."""
-    lines = [f"; program {p.name} ({p.kind}) on {p.cores_used} core(s): {p.plan}"]
-    for r in p.lx_in:
-        lines.append(f"; lx_in  core {r.core}: {r.buffer}[{r.lo}:{r.hi}] at {r.addr:#08x}")
-    for r in p.lx_out:
-        lines.append(f"; lx_out core {r.core}: {r.buffer}[{r.lo}:{r.hi}] at {r.addr:#08x}")
-    for c in p.cores:
-        if not c.instrs:
-            continue
-        lines.append(f"core {c.core}:")
-        for a in c.allocs:
-            lines.append(f"  .alloc {a.name:<24} {a.addr:#08x} {a.nbytes:>8} B  steps {a.first}-{a.last}")
-        shown = c.instrs if max_instrs is None else c.instrs[:max_instrs]
-        for n, ins in enumerate(shown):
-            op, rd, wr = describe(ins, p.bodies)
-            lines.append(f"  {n:5d}  {op:<40} {rd:<60} -> {wr}")
-        if max_instrs is not None and len(c.instrs) > max_instrs:
-            lines.append(f"  ... {len(c.instrs) - max_instrs} more")
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------ what a step touches
-
-def lx_accesses(ins: Instruction, bodies: tuple[kir.LoopKernel, ...]) -> tuple[list[Lx], list[Lx]]:
-    """(LX views the instruction reads, LX views it writes)."""
-    if isinstance(ins, DmaLoad):
-        return [], [ins.dst]
-    if isinstance(ins, DmaStore):
-        return [ins.src], []
-    if isinstance(ins, DmaGather):
-        return [ins.addrs], [ins.dst]
-    if isinstance(ins, DmaScatter):
-        return [ins.src, ins.addrs], []
-    if isinstance(ins, RingSend):
-        return [ins.src], []
-    if isinstance(ins, RingRecv):
-        return [], [ins.dst]
-    if isinstance(ins, Pe):
-        return ([ins.a, ins.b, ins.acc] if ins.accumulate else [ins.a, ins.b]), [ins.acc]
-    if isinstance(ins, Barrier):
-        return [], []
-    body = bodies[ins.body].body
-    if isinstance(ins, Vec):
-        reads = [o.lx for o in ins.operands if body[o.pos].op == "load"]
-        writes = [o.lx for o in ins.operands if body[o.pos].op != "load"]
-        writes += [x for _, comps in ins.partials for x in comps]
-        return reads, writes
-    if isinstance(ins, AddrGen):
-        return [o.lx for o in ins.operands], [t for _, t in ins.targets]
-    if isinstance(ins, Combine):
-        reads = [x for _, chunks in ins.partials for comps in chunks for x in comps]
-        writes = [o.lx for o in ins.operands if body[o.pos].op != "load"]
-        reads += [o.lx for o in ins.operands if body[o.pos].op == "load"]
-        writes += [x for _, comps in ins.into for x in comps]
-        return reads, writes
-    raise TypeError(f"not an instruction: {ins!r}")
-
-
-def dram_accesses(ins: Instruction) -> tuple[list[Region | str], list[Region | str]]:
-    """(DRAM regions the instruction reads, regions it writes); a buffer name
-    stands for a data-dependent set of its elements (gathers, scatters)."""
-    if isinstance(ins, DmaLoad):
-        return [ins.src], []
-    if isinstance(ins, DmaStore):
-        return ([ins.dst] if ins.accumulate else []), [ins.dst]
-    if isinstance(ins, DmaGather):
-        return [ins.buffer], []
-    if isinstance(ins, DmaScatter):
-        return ([ins.buffer] if ins.accumulate else []), [ins.buffer]
-    return [], []
-
-
-# ------------------------------------------------------------------ renaming
-
-def with_buffers(p: Program, names: dict[str, str], kernel: Any, bodies: tuple[kir.LoopKernel, ...]) -> Program:
-    """``p`` for another kernel of identical structure: DRAM buffer names mapped by
-    ``names``, the Kernel IR and loop bodies replaced (same positions)."""
-    def region(r: Region) -> Region:
-        return dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer))
-
-    def instr(ins: Instruction) -> Instruction:
-        if isinstance(ins, DmaLoad):
-            return DmaLoad(region(ins.src), ins.dst)
-        if isinstance(ins, DmaStore):
-            return DmaStore(ins.src, region(ins.dst), ins.accumulate)
-        if isinstance(ins, (DmaGather, DmaScatter)):
-            return dataclasses.replace(ins, buffer=names.get(ins.buffer, ins.buffer))
-        return ins
-
-    def held(rs: tuple[Resident, ...]) -> tuple[Resident, ...]:
-        return tuple(dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer)) for r in rs)
-
-    cores = tuple(dataclasses.replace(c, instrs=tuple(instr(i) for i in c.instrs)) for c in p.cores)
-    workspace = tuple((names.get(n, n), dt, k) for n, dt, k in p.workspace)
-    return dataclasses.replace(p, kernel=kernel, bodies=bodies, cores=cores, workspace=workspace,
-                               lx_in=held(p.lx_in), lx_out=held(p.lx_out))

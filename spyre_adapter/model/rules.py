@@ -15,68 +15,13 @@ from collections.abc import Mapping
 
 import torch
 
+from spyre_adapter.model import isa
+from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
-                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, itemsize)
+from spyre_adapter.model.program import Instruction, Lx, Program, Region, itemsize
 from spyre_adapter.model.traffic import region_stick_set
 
-__all__ = ["EmulatorError", "static_check", "overlaps", "lx_views", "buffer_dtypes"]
-
-
-class EmulatorError(RuntimeError):
-    """A program broke a hardware rule or read what it never wrote."""
-
-    def __init__(self, kind: str, kernel: str, core: int, step: int, buffer: str, detail: str) -> None:
-        self.kind, self.kernel, self.core, self.step, self.buffer = kind, kernel, core, step, buffer
-        self.detail = detail
-        super().__init__(f"{kind} in kernel {kernel}, core {core}, step {step}, buffer {buffer}: {detail}")
-
-
-
-def _buffer_name(p: Program, ins: Instruction, lx: Lx | None = None) -> str:
-    if isinstance(ins, DmaLoad):
-        return ins.src.buffer
-    if isinstance(ins, DmaStore):
-        return ins.dst.buffer
-    if isinstance(ins, (DmaGather, DmaScatter)):
-        return ins.buffer
-    if isinstance(ins, (Vec, AddrGen, Combine)) and lx is not None:
-        body = p.bodies[ins.body].body
-        for o in ins.operands:
-            if o.lx == lx:
-                return str(body[o.pos].args[0])
-        return "partials"
-    if isinstance(ins, Pe):
-        return "pe operands"
-    return "-"
-
-
-def lx_views(ins: Instruction) -> list[Lx]:
-    if isinstance(ins, DmaLoad):
-        return [ins.dst]
-    if isinstance(ins, DmaStore):
-        return [ins.src]
-    if isinstance(ins, DmaGather):
-        return [ins.addrs, ins.dst]
-    if isinstance(ins, DmaScatter):
-        return [ins.src, ins.addrs]
-    if isinstance(ins, RingSend):
-        return [ins.src]
-    if isinstance(ins, RingRecv):
-        return [ins.dst]
-    if isinstance(ins, Pe):
-        return [ins.a, ins.b, ins.acc]
-    if isinstance(ins, (Vec, AddrGen)):
-        out = [o.lx for o in ins.operands]
-        if isinstance(ins, Vec):
-            out += [x for _, comps in ins.partials for x in comps]
-        else:
-            out += [t for _, t in ins.targets]
-        return out
-    if isinstance(ins, Combine):
-        return [o.lx for o in ins.operands] + [x for _, ch in ins.partials for comps in ch for x in comps] + \
-            [x for _, comps in ins.into for x in comps]
-    return []
+__all__ = ["EmulatorError", "static_check", "overlaps", "buffer_dtypes"]
 
 
 def buffer_dtypes(p: Program) -> dict[str, str]:
@@ -87,67 +32,87 @@ def buffer_dtypes(p: Program) -> dict[str, str]:
     return out
 
 
+class _StaticChecks:
+    """The static rules of one program, step by step: what every view obeys here,
+    what a step type adds through its record (:meth:`spyre_adapter.model.isa.Step.check`)."""
+
+    def __init__(self, p: Program, m: Machine, numels: Mapping[str, int]) -> None:
+        self.p, self.m, self.numels = p, m, numels
+        self.dtypes = buffer_dtypes(p)
+        self.core = self.step = self.epoch = 0
+        self.spans: dict[tuple[int, str], list[int]] = {}
+        self.stores: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)  # buffer -> (core, epoch, region)
+        self.loads: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)
+
+    def fail(self, kind: str, buffer: str, detail: str) -> EmulatorError:
+        return EmulatorError(kind, self.p.name, self.core, self.step, buffer, detail)
+
+    def views(self, ins: Instruction) -> int:
+        """Every LX view of ``ins`` well formed, aligned to its dtype and inside the
+        usable LX; returns the highest byte they touch."""
+        peak = 0
+        for v in isa.views(ins):
+            if any(s < 0 for s in v.strides) or len(v.sizes) != len(v.strides):
+                raise self.fail("malformed LX view", isa.buffer_of(self.p, ins, v), str(v))
+            lo, hi = v.byte_range()
+            if lo % v.itemsize:
+                raise self.fail("misaligned LX view", isa.buffer_of(self.p, ins, v), f"{v.dtype} view at byte {lo}")
+            if lo < 0 or hi > self.m.lx_usable_bytes:
+                raise self.fail("allocation over capacity", isa.buffer_of(self.p, ins, v),
+                                f"LX bytes {lo}..{hi} beyond the {self.m.lx_usable_bytes} B usable")
+            peak = max(peak, hi)
+        return peak
+
+    def dma_lx(self, lx: Lx, buffer: str) -> None:
+        if lx.addr % self.m.stick_bytes:
+            raise self.fail("misaligned sticks", buffer,
+                            f"DMA LX address {lx.addr} is not on a {self.m.stick_bytes}-byte stick")
+
+    def dma_region(self, r: Region, lx: Lx, write: bool, accumulate: bool) -> None:
+        if r.buffer not in self.numels:
+            raise self.fail("unknown buffer", r.buffer, "not an argument")
+        if r.numel != lx.numel or lx.dtype != self.dtypes.get(r.buffer):
+            raise self.fail("DMA shape mismatch", r.buffer,
+                            f"{r.numel} {self.dtypes.get(r.buffer)} elements vs LX {lx.numel} {lx.dtype}")
+        if any(s < 0 for s in r.strides):
+            raise self.fail("malformed DMA region", r.buffer, "negative stride")
+        lo, hi = r.bounds()
+        if r.numel and (lo < 0 or hi >= self.numels[r.buffer]):
+            raise self.fail("DMA outside a tensor's bytes", r.buffer, f"elements {lo}..{hi} of {self.numels[r.buffer]}")
+        if r.numel:
+            sp = self.spans.setdefault((self.core, r.buffer), [lo, hi])
+            sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
+            if not write:
+                self.loads[r.buffer].append((self.core, self.epoch, r))
+            elif not accumulate:  # accumulating stores add atomically
+                self.stores[r.buffer].append((self.core, self.epoch, r))
+
+
 def static_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int, int]:
     """The data-independent rules of a program; returns each core's LX peak
     (the highest byte its instructions touch). ``numels``: elements of every
     DRAM buffer the program addresses."""
-    dtypes = buffer_dtypes(p)
+    c_ = _StaticChecks(p, m, numels)
     peaks: dict[int, int] = {}
     held = {(r.core, r.addr, r.addr + (r.hi - r.lo) * itemsize(r.dtype)) for r in p.lx_in}
-    spans: dict[tuple[int, str], list[int]] = {}
-    stores: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)  # buffer -> (core, epoch, region)
-    loads: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)
     for c in p.cores:
-        epoch = 0
+        c_.core, c_.epoch = c.core, 0
         peak = max((hi for core, lo, hi in held if core == c.core), default=0)
         for step, ins in enumerate(c.instrs):
-            if isinstance(ins, Barrier):
-                epoch += 1
+            c_.step = step
+            rec = isa.step(ins)
+            if rec.sync == "barrier":
+                c_.epoch += 1
                 continue
-            for v in lx_views(ins):
-                if any(s < 0 for s in v.strides) or len(v.sizes) != len(v.strides):
-                    raise EmulatorError("malformed LX view", p.name, c.core, step, _buffer_name(p, ins, v), str(v))
-                lo, hi = v.byte_range()
-                if lo % v.itemsize:
-                    raise EmulatorError("misaligned LX view", p.name, c.core, step, _buffer_name(p, ins, v),
-                                        f"{v.dtype} view at byte {lo}")
-                if lo < 0 or hi > m.lx_usable_bytes:
-                    raise EmulatorError("allocation over capacity", p.name, c.core, step, _buffer_name(p, ins, v),
-                                        f"LX bytes {lo}..{hi} beyond the {m.lx_usable_bytes} B usable")
-                peak = max(peak, hi)
-            if isinstance(ins, (DmaLoad, DmaStore, DmaGather, DmaScatter)):
-                lxv = ins.dst if isinstance(ins, (DmaLoad, DmaGather)) else ins.src
-                if lxv.addr % m.stick_bytes:
-                    raise EmulatorError("misaligned sticks", p.name, c.core, step, _buffer_name(p, ins),
-                                        f"DMA LX address {lxv.addr} is not on a {m.stick_bytes}-byte stick")
-            if isinstance(ins, (DmaLoad, DmaStore)):
-                r = ins.src if isinstance(ins, DmaLoad) else ins.dst
-                lxv = ins.dst if isinstance(ins, DmaLoad) else ins.src
-                if r.buffer not in numels:
-                    raise EmulatorError("unknown buffer", p.name, c.core, step, r.buffer, "not an argument")
-                if r.numel != lxv.numel or lxv.dtype != dtypes.get(r.buffer):
-                    raise EmulatorError("DMA shape mismatch", p.name, c.core, step, r.buffer,
-                                        f"{r.numel} {dtypes.get(r.buffer)} elements vs LX {lxv.numel} {lxv.dtype}")
-                if any(s < 0 for s in r.strides):
-                    raise EmulatorError("malformed DMA region", p.name, c.core, step, r.buffer, "negative stride")
-                lo, hi = r.bounds()
-                if r.numel and (lo < 0 or hi >= numels[r.buffer]):
-                    raise EmulatorError("DMA outside a tensor's bytes", p.name, c.core, step, r.buffer,
-                                        f"elements {lo}..{hi} of {numels[r.buffer]}")
-                if r.numel:
-                    sp = spans.setdefault((c.core, r.buffer), [lo, hi])
-                    sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
-                    if isinstance(ins, DmaLoad):
-                        loads[r.buffer].append((c.core, epoch, r))
-                    elif not ins.accumulate:  # accumulating stores add atomically
-                        stores[r.buffer].append((c.core, epoch, r))
+            peak = max(peak, c_.views(ins))
+            rec.check(ins, c_)
         peaks[c.core] = peak
-    for (core, buf), (lo, hi) in spans.items():
-        nbytes = (hi - lo + 1) * itemsize(dtypes[buf])
+    for (core, buf), (lo, hi) in c_.spans.items():
+        nbytes = (hi - lo + 1) * itemsize(c_.dtypes[buf])
         if nbytes > m.span_bytes_per_core:
             raise EmulatorError("per-core span exceeded", p.name, core, -1, buf,
                                 f"{nbytes} B > {m.span_bytes_per_core} B")
-    _check_dram_races(p, m, stores, loads, dtypes)
+    _check_dram_races(p, m, c_.stores, c_.loads, c_.dtypes)
     return peaks
 
 

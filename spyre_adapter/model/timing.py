@@ -21,12 +21,9 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
 
-from spyre_adapter.model.costs import pe_ns, vec_cycles
+from spyre_adapter.model import isa
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
-                                         Instruction, Lx, Pe, Program, Region, RingRecv, RingSend, Vec, dram_accesses,
-                                         itemsize, lx_accesses)
-from spyre_adapter.model.traffic import region_sticks
+from spyre_adapter.model.program import Instruction, Lx, Program, Region
 
 __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of", "DeadlockError"]
 
@@ -78,33 +75,7 @@ def dram_bytes_of(ins: Instruction, buffers: Mapping[str, str], stick: int,
     """Bytes a DMA instruction moves through DRAM (whole sticks). Gathers and
     scatters move what their indices touched (``dynamic``, counted when they
     ran; without it a stick per element bounds it)."""
-    if isinstance(ins, DmaLoad):
-        return region_sticks(ins.src, itemsize(buffers[ins.src.buffer]), stick) * stick
-    if isinstance(ins, DmaStore):
-        return region_sticks(ins.dst, itemsize(buffers[ins.dst.buffer]), stick) * stick
-    if isinstance(ins, (DmaGather, DmaScatter)):
-        return dynamic if dynamic is not None else ins.addrs.numel * stick
-    return 0
-
-
-def _engine(ins: Instruction) -> str:
-    if isinstance(ins, (DmaLoad, DmaGather)):
-        return "dma_in:" + (ins.src.buffer if isinstance(ins, DmaLoad) else ins.buffer)
-    if isinstance(ins, (DmaStore, DmaScatter)):
-        return "dma_out"
-    if isinstance(ins, RingSend):
-        return "ring_tx"
-    if isinstance(ins, RingRecv):
-        return "ring_rx"
-    if isinstance(ins, Pe):
-        return "pe"
-    if isinstance(ins, Barrier):
-        return "sync"
-    return "vec"
-
-
-def _lane(engine: str) -> str:
-    return "dma_in" if engine.startswith("dma_in") else engine
+    return isa.dram_bytes(ins, buffers, stick, dynamic)
 
 
 class _Hazards:
@@ -157,43 +128,6 @@ class _Hazards:
         return deps
 
 
-def _duration(ins: Instruction, p: Program, m: Machine, dtypes: dict[int, list[str]]) -> float:
-    """Fixed-time steps (compute): ns."""
-    if isinstance(ins, Pe):
-        a, b = ins.a, ins.b
-        batch = a.sizes[0] if len(a.sizes) == 3 else 1
-        rows, depth = a.sizes[-2], a.sizes[-1]
-        return pe_ns(rows, b.sizes[-1], depth, a.itemsize, m, batch)
-    if isinstance(ins, (Vec, AddrGen)):
-        body = p.bodies[ins.body]
-        points = 1
-        for lo, hi in ins.box:
-            points *= hi - lo
-        red = ins.red if ins.red is not None else tuple((0, 1) for _ in body.reduction_ranges)
-        rpoints = 1
-        for lo, hi in red:
-            rpoints *= hi - lo
-        if ins.red is None and body.reduction_ranges:
-            rpoints = 1
-            for r in body.reduction_ranges:
-                rpoints *= int(r)
-        cycles = vec_cycles(body, points, rpoints, m, dtypes.setdefault(ins.body, _body_dtypes(ins, p)))
-        if isinstance(ins, AddrGen):
-            cycles = cycles / 2 + points * len(ins.targets) / (m.vector_bytes_per_cycle / 8)
-        return cycles / m.clock_ghz
-    if isinstance(ins, Combine):
-        points = 1
-        for lo, hi in ins.box:
-            points *= hi - lo
-        chunks = max((len(c) for _, c in ins.partials), default=1)
-        return points * chunks * len(ins.partials) * 2 / (m.vector_bytes_per_cycle / 4) / m.clock_ghz
-    return 0.0
-
-
-def _body_dtypes(ins: Vec | AddrGen, p: Program) -> list[str]:
-    return [o.lx.dtype for o in ins.operands] or ["float16"]
-
-
 def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int] | None = None,
              keep_events: bool = True) -> Timeline:
     """Simulate program ``p`` on machine ``m``. ``dynamic_bytes``: DRAM bytes of
@@ -210,14 +144,15 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
     recvs: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (receiver core, index)
     for c, stream in instrs.items():
         hz = _Hazards({r.buffer if isinstance(r, Region) else r
-                       for ins in stream for r in dram_accesses(ins)[1]})
+                       for ins in stream for r in isa.dram_accesses(ins)[1]})
         last_barrier = None
         since_barrier: list[int] = []
         for i, ins in enumerate(stream):
-            lr, lw = lx_accesses(ins, p.bodies)
-            dr, dw = dram_accesses(ins)
+            rec = isa.step(ins)
+            lr, lw = rec.lx_accesses(ins, p.bodies)
+            dr, dw = rec.dram_accesses(ins)
             deps = hz.access(i, lr, lw, dr, dw)
-            if isinstance(ins, Barrier):
+            if rec.sync == "barrier":
                 deps = set(since_barrier) | ({last_barrier} if last_barrier is not None else set())
                 last_barrier, since_barrier = i, []
                 barrier_members[ins.tag].add(c)
@@ -228,14 +163,14 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
             deps_left[(c, i)] = len(deps)
             for d in deps:
                 dependents[(c, d)].append((c, i))
-            queues[(c, _engine(ins))].append(i)
-            if isinstance(ins, RingSend):
-                for peer in ins.peers:
-                    sends[(ins.tag, peer)] = (c, i)
-            elif isinstance(ins, RingRecv):
-                recvs[(ins.tag, c)] = (c, i)
+            queues[(c, rec.engine(ins))].append(i)
+            if rec.sync == "send":
+                for peer in ins.peers:  # type: ignore[union-attr]
+                    sends[(ins.tag, peer)] = (c, i)  # type: ignore[union-attr]
+            elif rec.sync == "recv":
+                recvs[(ins.tag, c)] = (c, i)  # type: ignore[union-attr]
     pos = {k: 0 for k in queues}
-    head_engine = {(c, i): (c, _engine(instrs[c][i])) for c, s in instrs.items() for i in range(len(s))}
+    head_engine = {(c, i): (c, isa.engine(instrs[c][i])) for c, s in instrs.items() for i in range(len(s))}
     dtypes: dict[int, list[str]] = {}
     active: dict[tuple[int, str], dict] = {}
     last_end: dict[tuple[int, str], float] = {}
@@ -266,7 +201,7 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
         elif key[1] in ("ring_tx", "ring_rx"):
             act.update(end=now + (extra or {}).get("ns", 0.0), bytes=(extra or {}).get("bytes", 0))
         else:
-            act.update(end=now + _duration(ins, p, m, dtypes), bytes=0)
+            act.update(end=now + isa.duration(ins, p, m, dtypes), bytes=0)
         active[key] = act
 
     while n_done < n_total:
@@ -284,7 +219,8 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
                 ins = instrs[c][i]
                 if deps_left[(c, i)]:
                     continue
-                if isinstance(ins, RingSend):
+                sync = isa.step(ins).sync
+                if sync == "send":
                     parts = [recvs.get((ins.tag, peer)) for peer in ins.peers]
                     if any(r is None for r in parts):
                         raise DeadlockError(f"{p.name}: core {c} sends #{ins.tag} to a core with no matching receive")
@@ -297,14 +233,14 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
                         start((rc, "ring_rx"), ri, {"ns": ns, "bytes": 0})
                     ring_bytes += nbytes * len(parts)
                     progressed = True
-                elif isinstance(ins, RingRecv):
+                elif sync == "recv":
                     snd = sends.get((ins.tag, c))
                     if snd is None:
                         raise DeadlockError(f"{p.name}: core {c} receives #{ins.tag} that no core sends")
                     if (snd[0], "ring_tx") not in active:
                         dirty.add((snd[0], "ring_tx"))
                         progressed = True
-                elif isinstance(ins, Barrier):
+                elif sync == "barrier":
                     active[key] = {"idx": i, "start": now, "end": float("inf")}
                     arrived[ins.tag].add(c)
                     if arrived[ins.tag] >= barrier_members[ins.tag]:
@@ -358,8 +294,8 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
             i = a["idx"]
             ins = instrs[c][i]
             if keep_events:
-                events.append(Event(c, _lane(eng), type(ins).__name__, a["start"], now, a.get("bytes", 0), i))
-            busy[c][_lane(eng)] += now - a["start"]
+                events.append(Event(c, isa.lane(ins), type(ins).__name__, a["start"], now, a.get("bytes", 0), i))
+            busy[c][isa.lane(ins)] += now - a["start"]
             core_end[c] = max(core_end[c], now)
             if eng.startswith("dma"):
                 if a["write"]:
@@ -394,12 +330,13 @@ def lower_bound_ns(p: Program, m: Machine) -> float:
         pe = vec = 0.0
         nbytes = 0
         for ins in c.instrs:
-            if isinstance(ins, Pe):
-                pe += _duration(ins, p, m, dtypes)
-            elif isinstance(ins, (Vec, AddrGen, Combine)):
-                vec += _duration(ins, p, m, dtypes)
-            elif isinstance(ins, (DmaLoad, DmaGather, DmaStore, DmaScatter)):
-                nbytes += dram_bytes_of(ins, buffers, m.stick_bytes)
+            rec = isa.step(ins)
+            if rec.lane == "pe":
+                pe += rec.duration(ins, p, m, dtypes)
+            elif rec.lane == "vec":
+                vec += rec.duration(ins, p, m, dtypes)
+            elif rec.dma != "none":
+                nbytes += rec.dram_bytes(ins, buffers, m.stick_bytes, None)
         n += len(c.instrs)
         engines = max(engines, pe, vec)
         dram += nbytes

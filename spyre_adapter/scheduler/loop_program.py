@@ -42,6 +42,7 @@ from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import KernelGroup, LoopKernel
 from spyre_shims.reference import Tile, concrete, partial_dtypes, reduction_phases
 
+from spyre_adapter.model import isa
 from spyre_adapter.model.bodies import Access, accesses, index_cone, indirect_levels
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter,
@@ -857,8 +858,9 @@ class _Builder:
         for c, core in sorted(self.cores.items()):
             n = 0
             for i, ins in enumerate(core.instrs):
-                if isinstance(ins, DmaLoad):
-                    where[(ins.src, n)].append((c, i))
+                moved = isa.transfer(ins)
+                if moved is not None and isa.step(ins).dma == "in":
+                    where[(moved[0], n)].append((c, i))
                     n += 1
         edits: dict[int, dict[int, list[Any]]] = defaultdict(dict)
         for (region, _), sites in where.items():
@@ -867,9 +869,9 @@ class _Builder:
             owner, oi = sites[0]
             tag = self.next_tag()
             src = self.cores[owner].instrs[oi]
-            edits[owner][oi] = [src, RingSend(tuple(c for c, _ in sites[1:]), src.dst, tag)]
+            edits[owner][oi] = [src, RingSend(tuple(c for c, _ in sites[1:]), isa.transfer(src)[1], tag)]
             for c, i in sites[1:]:
-                edits[c][i] = [RingRecv(owner, self.cores[c].instrs[i].dst, tag)]
+                edits[c][i] = [RingRecv(owner, isa.transfer(self.cores[c].instrs[i])[1], tag)]
         for c, changes in edits.items():
             core = self.cores[c]
             out: list[Any] = []

@@ -476,7 +476,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
                 pass  # what the bucket chose does not build at these sizes: choose here
     costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
     order = sorted(costs, key=lambda d: (costs[d], d.used))
-    cand = tuple(Candidate(f"{d.cores}x{d.rsplit}", round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
+    cand = tuple(Candidate(d.cores, d.rsplit, round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
     reasons = []
     for d in order:
         try:

@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from spyre_adapter.model.program import (AddrGen, Alloc, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Lx, Operand,
-                                         Pe, RingRecv, RingSend, Vec)
+from spyre_adapter.model import isa
+from spyre_adapter.model.program import Alloc, Lx
 
 __all__ = ["Slot", "SlotView", "LxFull", "Arena", "allocate"]
 
@@ -115,70 +115,6 @@ def _r(v: Any) -> Any:
     return v.resolve() if isinstance(v, SlotView) else v
 
 
-def _ops(ops: tuple) -> tuple:
-    return tuple(Operand(o.pos, o.kind, _r(o.lx), o.base) if isinstance(o.lx, SlotView) else o for o in ops)
-
-
-def _comps(items: tuple) -> tuple:
-    return tuple((p, tuple(_r(x) for x in comps)) for p, comps in items)
-
-
-def _resolve(ins: Any) -> Any:
-    """``ins`` with every slot view replaced by its concrete LX view."""
-    t = type(ins)
-    if t is DmaLoad:
-        return DmaLoad(ins.src, _r(ins.dst))
-    if t is DmaStore:
-        return DmaStore(_r(ins.src), ins.dst, ins.accumulate)
-    if t is DmaGather:
-        return DmaGather(ins.buffer, _r(ins.addrs), _r(ins.dst))
-    if t is DmaScatter:
-        return DmaScatter(_r(ins.src), ins.buffer, _r(ins.addrs), ins.accumulate)
-    if t is RingSend:
-        return RingSend(ins.peers, _r(ins.src), ins.tag)
-    if t is RingRecv:
-        return RingRecv(ins.peer, _r(ins.dst), ins.tag)
-    if t is Pe:
-        return Pe(_r(ins.a), _r(ins.b), _r(ins.acc), ins.accumulate)
-    if t is Vec:
-        return Vec(ins.body, ins.box, ins.red, _ops(ins.operands), ins.phase, _comps(ins.partials), ins.bind)
-    if t is AddrGen:
-        return AddrGen(ins.body, ins.box, ins.red, _ops(ins.operands),
-                       tuple((p, _r(x)) for p, x in ins.targets), ins.bind)
-    if t is Combine:
-        return Combine(ins.body, ins.box, tuple((p, tuple(tuple(_r(x) for x in comps) for comps in chunks))
-                                                for p, chunks in ins.partials),
-                       _ops(ins.operands), _comps(ins.into))
-    return ins
-
-
-def _views(ins: Any) -> list[Any]:
-    """Every view an instruction names (slot views or concrete)."""
-    t = type(ins)
-    if t is DmaLoad:
-        return [ins.dst]
-    if t is DmaStore:
-        return [ins.src]
-    if t is DmaGather:
-        return [ins.addrs, ins.dst]
-    if t is DmaScatter:
-        return [ins.src, ins.addrs]
-    if t is RingSend:
-        return [ins.src]
-    if t is RingRecv:
-        return [ins.dst]
-    if t is Pe:
-        return [ins.a, ins.b, ins.acc]
-    if t is Vec:
-        return [o.lx for o in ins.operands] + [x for _, comps in ins.partials for x in comps]
-    if t is AddrGen:
-        return [o.lx for o in ins.operands] + [x for _, x in ins.targets]
-    if t is Combine:
-        return [o.lx for o in ins.operands] + [x for _, ch in ins.partials for comps in ch for x in comps] + \
-            [x for _, comps in ins.into for x in comps]
-    return []
-
-
 def allocate(instrs: Sequence[Any], capacity: int, align: int,
              reserved: Sequence[tuple[int, int]] = ()) -> tuple[tuple[Any, ...], tuple[Alloc, ...], int]:
     """Assign every slot the instructions use an address (live from its first to
@@ -186,7 +122,7 @@ def allocate(instrs: Sequence[Any], capacity: int, align: int,
     allocation table and the peak byte. Raises :class:`LxFull`."""
     slots: dict[int, Slot] = {}
     for i, ins in enumerate(instrs):
-        for v in _views(ins):
+        for v in isa.views(ins):
             if isinstance(v, SlotView):
                 s = v.slot
                 s.use(i)
@@ -207,5 +143,5 @@ def allocate(instrs: Sequence[Any], capacity: int, align: int,
             table.append(Alloc(s.name, s.addr, s.nbytes, s.first, min(max(s.last, s.hold_until), len(instrs) - 1)))
         for s in ends.get(i, ()):
             arena.give(s.addr)
-    out = tuple(_resolve(ins) for ins in instrs)
+    out = tuple(isa.map_views(ins, _r) for ins in instrs)
     return out, tuple(table), arena.peak

@@ -25,8 +25,9 @@ from typing import Any
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
+from spyre_adapter.model import isa
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import DmaGather, DmaLoad, DmaStore, Program, Resident, itemsize
+from spyre_adapter.model.program import Program, Resident, itemsize
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.structure import positional_names
 from spyre_adapter.model.timing import simulate
@@ -76,7 +77,8 @@ def _shares(p: Program, buffer: str) -> dict[int, tuple[int, int]] | None:
     """Per core, the one contiguous run of ``buffer`` it stores (None if not so)."""
     out: dict[int, tuple[int, int]] = {}
     for c in p.cores:
-        runs = sorted(ins.dst.bounds() for ins in c.instrs if isinstance(ins, DmaStore) and ins.dst.buffer == buffer)
+        runs = sorted(moved[0].bounds() for ins in c.instrs if isa.step(ins).dma == "out"
+                      and (moved := isa.transfer(ins)) is not None and moved[0].buffer == buffer)
         if not runs:
             continue
         lo, hi = runs[0][0], runs[0][1] + 1
@@ -89,8 +91,7 @@ def _shares(p: Program, buffer: str) -> dict[int, tuple[int, int]] | None:
 
 
 def _loads(p: Program, buffer: str) -> bool:
-    return any((isinstance(i, DmaLoad) and i.src.buffer == buffer) or (isinstance(i, DmaGather) and i.buffer == buffer)
-               for c in p.cores for i in c.instrs)
+    return any(isa.step(i).dma == "in" and buffer in isa.dram_buffers(i)[0] for c in p.cores for i in c.instrs)
 
 
 def _division(p: Program) -> Division:
@@ -286,9 +287,8 @@ def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
     if cons.keep or cons.lx_in:
         return out  # already shaped by an earlier decision: keep it
     for cand in sorted(p.plan.candidates, key=lambda c: c.estimate_ns):
-        cores, rsplit = (int(x) for x in cand.label.split("x"))
-        d = Division(cores, rsplit)
-        if rsplit == 1 and d not in out:
+        d = Division(cand.row_cores, cand.rsplit)
+        if d.rsplit == 1 and d not in out:
             out.append(d)
         if len(out) > MAX_PRODUCER_OPTIONS:
             break
@@ -351,7 +351,8 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         if q.plan.row_cores != p.plan.row_cores or q.plan.rsplit != 1:
             alt = c.copy()
             best = min(x.estimate_ns for x in q.plan.candidates) if q.plan.candidates else None
-            mine = next((x.estimate_ns for x in q.plan.candidates if x.label == f"{p.plan.row_cores}x1"), None)
+            mine = next((x.estimate_ns for x in q.plan.candidates if (x.row_cores, x.rsplit) == (p.plan.row_cores, 1)),
+                        None)
             if best is not None and mine is not None and mine <= REPLAN_SLACK * best:
                 alt.division = Division(p.plan.row_cores, 1)
                 options.append(alt)

@@ -23,9 +23,9 @@ from spyre_adapter.harness.console import Stages, make_console
 from spyre_adapter.harness.on_device import announced_fallbacks
 from spyre_adapter.harness.timing import median_time
 from spyre_adapter.harness.usage import ArgError, UsageError
+from spyre_adapter.model.isa import listing
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import DoesNotFitError
-from spyre_adapter.model.program import listing
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.zoo import blocks as models
 from spyre_adapter.zoo.config import is_hf, sizes_of

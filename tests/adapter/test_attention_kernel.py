@@ -17,7 +17,7 @@ from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad
-from spyre_adapter.model.program import with_buffers
+from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_shims.kernels import registered_kernels

@@ -14,8 +14,9 @@ from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import executor, lx_memory
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.model.isa import listing
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
-                                         RingRecv, from_json, listing, to_json)
+                                         RingRecv, from_json, to_json)
 from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.scheduler.loops import Division, plan_group
 from spyre_shims.reference import run_kernel

@@ -19,7 +19,6 @@ from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import regroup
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.executor import Card, Replay, execute
-from spyre_adapter.emulator.executor import _Execution as Execution
 from spyre_adapter.model.machine import DEFAULT
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import run_kernel
@@ -127,7 +126,7 @@ def test_a_core_run_loading_unevenly_spaced_regions_replays_as_one_gather(monkey
     monkeypatch.setattr(regroup, "regroup", lambda items, lvls, sig, shape=None: orig(items, lvls, sig, None))
     runs = _kinds(_run(kernel, p))
     assert runs["gathered_load"] > 0
-    monkeypatch.setattr(Execution, "_dma_gather_key", lambda self, ins: None)
+    monkeypatch.setattr(rp, "gather_key", lambda ex, ins: None)
     per_core = _kinds(_run(kernel, p))
     assert "gathered_load" not in per_core and per_core["sequence"] > runs["sequence"]
     assert sum(runs.values()) == sum(per_core.values())

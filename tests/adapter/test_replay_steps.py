@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.executor import Card, Replay, execute
-from spyre_adapter.emulator.executor import _Execution as Execution
+from spyre_adapter.emulator import steps
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import Region
 from spyre_shims.reference import run_kernel
@@ -78,12 +78,12 @@ def test_a_split_reductions_combine_steps_replay_with_their_tile_kept(monkeypatc
     kernel = K.row_sum(*shape)
     p = plan(kernel, DEFAULT, {})
     kept_runs: list[bool] = []
-    orig = Execution.combine
+    orig = steps._combine
 
-    def spy(self, core, step, ins, kept=None):
+    def spy(ex, core, step, ins, kept=None):
         kept_runs.append(kept is not None and kept[0] is not None)
-        return orig(self, core, step, ins, kept)
-    monkeypatch.setattr(Execution, "combine", spy)
+        return orig(ex, core, step, ins, kept)
+    monkeypatch.setattr(steps, "_combine", spy)
     card, replay = Card(DEFAULT), Replay()
     for n, seed in enumerate((0, 1, 2, 3)):
         kept_runs.clear()

@@ -1,0 +1,194 @@
+"""One launch of one program: the launch's state (DRAM buffers, run-time sizes,
+ring mailbox, data-dependent traffic and writes) and the two orders its steps
+run in.
+
+A checked launch runs in rounds (:meth:`Execution.run`): each round, every core
+whose next step can start, a ring receive once its send is in the mailbox, a
+barrier once every core holding its tag has arrived; runs of consecutive cores
+doing the same step run as one batched op. A launch that records its steps
+for replay runs them in dependence levels instead (:mod:`.regroup`), where more
+cores share each batched op. How a group of steps executes, and how it is
+recorded, is each step type's (:mod:`.steps`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from spyre_shims import index as sidx
+from spyre_shims.kernel_ir import LoopKernel
+from spyre_shims.reference import Tile
+
+from spyre_adapter.emulator import grouping, regroup
+from spyre_adapter.emulator import replay as rp
+from spyre_adapter.emulator import steps
+from spyre_adapter.emulator.card import Card
+from spyre_adapter.emulator.lx_state import LxState
+from spyre_adapter.model import isa
+from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.program import Lx, Program
+from spyre_adapter.model.rules import buffer_dtypes, overlaps
+
+__all__ = ["Execution", "Item"]
+
+#: One step of one core: (core, step index, instruction).
+Item = tuple[int, int, Any]
+
+
+class Execution:
+    """One launch of one program."""
+
+    def __init__(self, p: Program, card: Card, buffers: MutableMapping[str, torch.Tensor],
+                 sizes: Mapping[sympy.Symbol, int], checking: bool, pe_threads: int = 1) -> None:
+        self.p, self.card, self.buffers, self.checking = p, card, buffers, checking
+        self.m = card.machine
+        self.sizes = dict(sizes)
+        self.sizes.update({sidx.index_symbol(k): v for k, v in p.sizes})
+        self.dtypes = buffer_dtypes(p)
+        self.lx = LxState(card, card.epoch, checking, p.name, self.dtypes)
+        self.mailbox: dict[tuple[int, int], torch.Tensor] = {}
+        #: DRAM bytes of data-dependent transfers by (core, step)
+        self.dynamic_bytes: dict[tuple[int, int], int] = {}
+        #: data-dependent DRAM writes by buffer: (core, barrier epoch, element indices)
+        self.dyn_writes: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
+        self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
+        self.core_epoch: dict[int, int] = defaultdict(int)
+        #: the steps executed so far, as replayable thunks (an unchecked recording launch)
+        self.record: list[rp.Thunk] | None = None
+        self.pe_threads = pe_threads
+        #: ring messages a recording launch copies from the sender's LX: (tag, receiver) -> (sender, view)
+        self.direct: dict[tuple[int, int], tuple[int, Lx]] = {}
+
+    # ---------------------------------------------------------- what steps ask of the launch
+    def dram(self, name: str) -> torch.Tensor:
+        """A DRAM buffer of the launch (flat)."""
+        return self.buffers[name]
+
+    def fail(self, kind: str, core: int, step: int, buffer: str, detail: str) -> EmulatorError:
+        """An error naming this launch's kernel."""
+        return EmulatorError(kind, self.p.name, core, step, buffer, detail)
+
+    def tile(self, ins: Any, kernel: LoopKernel, red: Any, starts: torch.Tensor | None = None,
+             bind: Sequence[tuple[str, int]] = ()) -> Tile:
+        """The tile a body step runs over (``bind``: size symbols the step sets)."""
+        sizes = dict(self.sizes)
+        sizes.update({sidx.index_symbol(k): v for k, v in bind})
+        return Tile(kernel, ins.box, sizes, red=red, batch_starts=starts)
+
+    def epoch_of(self, core: int) -> int:
+        """Barriers ``core`` has passed so far."""
+        return self.core_epoch.get(core, 0)
+
+    def take(self, key: tuple[int, int]) -> torch.Tensor:
+        """The ring message ``key`` (tag, receiving core), removed from the mailbox."""
+        data = self.mailbox.pop(key, None)
+        if data is None:
+            raise self.fail("ring receive before its send", key[1], -1, "ring",
+                            f"#{key[0]}: the recorded steps are out of order")
+        return data
+
+    # ---------------------------------------------------------- the rounds
+    def rounds(self, inbox: Any) -> Iterator[list[Item]]:
+        """The round schedule: each round, every core whose next step can start;
+        yields its batches, which the caller must run (or account for: a ring
+        receive can start once ``(tag, core)`` is in ``inbox``) before resuming."""
+        streams = {c.core: c.instrs for c in self.p.cores if c.instrs}
+        pcs = {c: 0 for c in streams}
+        members: dict[int, set[int]] = defaultdict(set)
+        for c, s in streams.items():
+            for ins in s:
+                if isa.step(ins).sync == "barrier":
+                    members[ins.tag].add(c)
+        waiting: dict[int, set[int]] = defaultdict(set)
+        while pcs:
+            runnable: list[Item] = []
+            for c, pc in pcs.items():
+                ins = streams[c][pc]
+                sync = isa.step(ins).sync
+                if sync == "recv" and (ins.tag, c) not in inbox:
+                    continue
+                if sync == "barrier":
+                    waiting[ins.tag].add(c)
+                    continue
+                runnable.append((c, pc, ins))
+            released = [t for t, cs in waiting.items() if cs and cs >= members[t]]
+            for t in released:
+                for c in waiting.pop(t):
+                    pcs[c] += 1
+                    self.core_epoch[c] += 1
+            if not runnable and not released:
+                stuck = ", ".join(f"core {c} at step {pc} ({isa.describe(streams[c][pc], self.p.bodies)[0]})"
+                                  for c, pc in list(pcs.items())[:4])
+                first = next(iter(pcs))
+                raise self.fail("deadlock", first, pcs[first], "-", f"no core can proceed: {stuck}")
+            for group in grouping.batches(runnable, steps.batch_key):
+                yield group
+                for c, pc, _ in group:
+                    pcs[c] = pc + 1
+            for c in [c for c, pc in pcs.items() if pc >= len(streams[c])]:
+                del pcs[c]
+
+    def run(self) -> None:
+        """Run the program round by round (a recording launch: in dependence levels)."""
+        if self.record is not None:
+            for group in self.levelled():
+                thunk = steps.record(self, group)
+                if thunk is not None:
+                    self.record.append(thunk)
+                    thunk(self)
+        else:
+            for group in self.rounds(self.mailbox):
+                steps.run(self, group)
+        self.check_mailbox()
+        if self.checking:
+            self.dynamic_races()
+
+    def levelled(self) -> list[list[Item]]:
+        """The program's steps regrouped by dependence level (see :mod:`.regroup`),
+        from the round order, which the program's own synchronisation makes valid."""
+        order: list[Item] = []
+        inbox: set[tuple[int, int]] = set()
+        for group in self.rounds(inbox):
+            for c, _, ins in group:
+                sync = isa.step(ins).sync
+                if sync == "send":
+                    inbox.update((ins.tag, peer) for peer in ins.peers)
+                elif sync == "recv":
+                    inbox.discard((ins.tag, c))
+            order.extend(group)
+        self.core_epoch.clear()
+        numels = {k: v.numel() for k, v in self.buffers.items()}
+        lvls = regroup.levels(order, self.p.bodies, self.m, numels, regroup.aliasing(self.buffers), self.direct)
+        return regroup.regroup(order, lvls, lambda item: steps.level_key(self, item),
+                               lambda item: steps.pool_key(self, item))
+
+    def replay(self, thunks: Sequence[rp.Thunk]) -> None:
+        """Run a recorded launch's steps in their order (unchecked launches only)."""
+        for step in thunks:
+            step(self)
+        self.check_mailbox()
+
+    # ---------------------------------------------------------- end of launch
+    def check_mailbox(self) -> None:
+        """Every ring message sent was received."""
+        if self.mailbox:
+            (tag, peer), _ = next(iter(self.mailbox.items()))
+            raise self.fail("ring send without receive", peer, -1, "ring", f"#{tag} sent to core {peer}, never received")
+
+    def dynamic_races(self) -> None:
+        """No two cores scattered to the same DRAM bytes between the same barriers."""
+        for buf, writes in self.dyn_writes.items():
+            isz = self.dram(buf).element_size()
+            by_epoch: dict[int, list] = defaultdict(list)
+            for core, epoch, idx in writes:
+                by_epoch[epoch].append((core, idx * isz, idx * isz + isz - 1))
+            for epoch, items in by_epoch.items():
+                hit = overlaps(items) if len({c for c, _, _ in items}) > 1 else None
+                if hit:
+                    raise self.fail("cross-core write conflict", hit[1], -1, buf,
+                                    f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
