@@ -21,7 +21,7 @@ from typing import Any
 from spyre_adapter.cli.argcheck import ArgumentParser, output_file
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.bench.suite import LLM_GEMMS, SQUARE, _measure, gemm_kernel
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import current
 
 
 def shapes() -> list[tuple[str, int, int, int]]:

@@ -137,8 +137,10 @@ def wrap_host(t: torch.Tensor) -> torch.Tensor:
 
 def add_eager_listener(listener: Callable[[str], None]) -> None:
     """Call ``listener(op_name)`` each time an aten op runs eagerly (on the host)
-    on tensors of the host-backed device (the ops :func:`eager_op_counts` counts)."""
-    _EAGER_LISTENERS.append(listener)
+    on tensors of the host-backed device (the ops :func:`eager_op_counts` counts).
+    Adding a listener that is already there changes nothing."""
+    if listener not in _EAGER_LISTENERS:
+        _EAGER_LISTENERS.append(listener)
 
 
 def _notify_eager(op: str) -> None:

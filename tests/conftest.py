@@ -14,7 +14,7 @@ import spyre_adapter
 
 spyre_adapter.register()  # when autoload is off
 
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import current
 from spyre_shims.runtime import reset_compiled
 
 

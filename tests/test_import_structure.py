@@ -24,7 +24,10 @@ DEFERRED: dict[tuple[str, str], str] = {
     # `import torch` stays light: the device half registers at torch's import, the
     # compiler half (scheduler, emulator, sympy) loads on the first compile.
     ("spyre_adapter/__init__.py", "register"): "the package root imports nothing, so the CLI parses before torch",
-    ("spyre_adapter/backend/device.py", "machine"): "torch.spyre.machine() loads the compiler half on first use",
+    ("spyre_adapter/backend/session.py", "card"): "the session is made with the device half; its card (the "
+                                                "emulator) on first use",
+    ("spyre_adapter/backend/session.py", "programs"): "the session is made with the device half; its program "
+                                                    "cache (scheduler, sympy) on first use",
     ("spyre_adapter/backend/report.py", "write_trace"): "the report is imported with the device at torch's import; "
                                                         "the trace writer needs the emulator's timing model",
     # Optional dependency: transformers is the [hf] extra.

@@ -10,19 +10,17 @@ emulator, with sympy) is imported by name when Inductor first compiles, or when
 
 from __future__ import annotations
 
-import importlib
 import types
 from typing import Any
 
 from spyre_shims.amp import enable_autocast
 from spyre_shims.device import add_eager_listener, on_first_compile, register_host_device
 
-from spyre_adapter.backend.report import REPORT, DeviceReport
+from spyre_adapter.backend.report import DeviceReport
+from spyre_adapter.backend.session import current
 
 #: The heavy half, imported only on first use.
 COMPILER = "spyre_adapter.backend.compiler"
-
-_counting = False
 
 
 class _SpyreModule:
@@ -56,22 +54,24 @@ class _SpyreModule:
 
     @staticmethod
     def report() -> DeviceReport:
-        """The emulator's report of everything run so far."""
-        return REPORT
+        """The emulator's report of everything run so far (the current session's)."""
+        return current().report
 
     @staticmethod
     def machine() -> Any:
-        """The machine model kernels are planned for."""
-        return importlib.import_module(COMPILER).current_machine()
+        """The machine model kernels are planned for (the current session's)."""
+        return current().machine
+
+
+def _record_eager(op: str) -> None:
+    """An aten op that ran eagerly on device tensors, counted in the current session's report."""
+    current().report.record_eager(op)
 
 
 def register_device() -> types.ModuleType:
     """Create the "spyre" device (eager ops on host-backed memory, counted in the report)."""
-    global _counting
     module = register_host_device("spyre", _SpyreModule)
-    if not _counting:
-        add_eager_listener(REPORT.record_eager)
-        _counting = True
+    add_eager_listener(_record_eager)
     return module
 
 

@@ -1,5 +1,5 @@
 """What the emulated device did: kernels launched, modeled time, traffic,
-fallbacks, eager ops. One report per process (``torch.spyre.report()``, also the device context's):
+fallbacks, eager ops. One report per session (``torch.spyre.report()`` is the current session's):
 ``summary()`` is text for people, ``to_dict()`` the same figures for code.
 
 Imported by the light device registration (``import torch``), so it imports
@@ -198,6 +198,3 @@ def _counts(counts: dict[str, int], limit: int | None = None) -> str:
     items = sorted(counts.items(), key=lambda kv: -kv[1])
     shown = ", ".join(f"{k} x{v}" for k, v in items[:limit])
     return shown + (f", {len(items) - limit} more" if limit is not None and len(items) > limit else "")
-
-
-REPORT = DeviceReport()

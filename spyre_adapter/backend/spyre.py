@@ -1,6 +1,14 @@
 """The Spyre backend: the stable API's :class:`~spyre_shims.backend.Backend`
-implemented with the scheduler (programs), the emulator (executing them) and
-the device context (machine, card, report)."""
+implemented with the scheduler (programs, by kernel kind), the emulator
+(executing them) and the session (machine, card, report, program cache).
+
+One compile path: :meth:`SpyreBackend.compile` plans a kernel of static sizes
+once (a kernel no program fits falls back, visibly) and :meth:`SpyreBackend.load`
+keeps that plan for its launches; a kernel of run-time sizes is planned at its
+launches. :meth:`SpyreBackend.on_graph` plans LX residency over the programs
+already planned, and plans only what compile never saw (a graph from Inductor's
+cache) or a machine it did not plan for.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,8 @@ import dataclasses
 import hashlib
 import json
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import sympy
 
@@ -18,84 +25,50 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.backend import Backend, DeviceProperties, FusionCandidate, Launch, default_can_fuse
 from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.jsonform import FormatError
-from spyre_shims.ops import POINTWISE
 
-from spyre_adapter.backend import attention
-from spyre_adapter.backend.context import DeviceContext, current, current_machine, set_machine, use_machine
-from spyre_adapter.backend.scalars import scalar_instrs
+from spyre_adapter.backend.session import Session, current, current_machine, set_machine, use_machine
 from spyre_adapter.emulator.executable import Executable, Planned
+from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.kinds import KernelKind, kind_of
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError, MachineSpecError
+from spyre_adapter.model.machine_spec import MachineSpecError
 from spyre_adapter.model.program import Program
-from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.scheduler.loops import plan_group
-from spyre_adapter.scheduler.lx_alloc import LxFull
-from spyre_adapter.scheduler.matmul import plan_matmul
+from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.scheduler import kinds as _builtin_kinds  # noqa: F401 - registers the built-in kinds
 from spyre_adapter.scheduler.residency import plan_residency
 from spyre_adapter.scheduler.residency import summary as residency_summary
 
-__all__ = ["SpyreBackend", "PayloadError", "read_payload", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
-           "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES", "plan_launch"]
-
-#: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
-#: run on the host reference evaluator (with a fallback warning).
-UNSUPPORTED_OPS = frozenset({
-    n for n in POINTWISE if n.startswith(("bessel_", "modified_bessel_", "scaled_modified_bessel_",
-                                           "spherical_bessel_", "chebyshev_", "shifted_chebyshev_",
-                                           "hermite_", "laguerre_", "legendre_"))
-} | {"airy_ai", "zeta", "igamma", "igammac", "gammainc", "gammaincc", "erfcx", "i0", "i0e", "i1", "i1e",
-     "ndtri", "log_ndtr", "polygamma", "digamma", "lgamma", "nextafter"})
-#: dtypes the card computes in (no 64-bit floating point, no complex).
-UNSUPPORTED_DTYPES = frozenset({"float64", "complex64", "complex128"})
-#: dtypes the PE arrays multiply (16-bit floats natively, fp32 emulated).
-PE_DTYPES = frozenset({"float16", "bfloat16", "float32"})
-
-Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], Program]
+__all__ = ["SpyreBackend", "PayloadError", "read_payload", "plan", "plan_launch", "supported_kind", "current_machine",
+           "use_machine", "set_machine"]
 
 
-def _plan_loops(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    return plan_group(kernel, m, sizes, kernel.name)
-
-
-def _plan_matmul(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    return plan_matmul(kernel, m, sizes, kernel.name)
-
-
-def _plan_attention(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    return attention.program_for(kernel, m)
-
-
-#: Kernel kind -> planner. A kind is "loops" for a fused loop-kernel group, or
-#: an extern kernel's op (``mm``... or a hand-written kernel's name).
-PLANNERS: dict[str, Planner] = {
-    "loops": _plan_loops,
-    "mm": _plan_matmul, "bmm": _plan_matmul, "addmm": _plan_matmul, "baddbmm": _plan_matmul,
-    "attention": _plan_attention,
-}
-
-
-def kind_of(kernel: kir.Kernel) -> str:
-    """The planner table's key for a kernel."""
-    return "loops" if isinstance(kernel, kir.KernelGroup) else kernel.op
+def supported_kind(kernel: kir.Kernel) -> KernelKind:
+    """The kind of ``kernel``, which the card can run; else
+    :class:`~spyre_shims.errors.UnsupportedKernelError` naming what it cannot."""
+    kind = kind_of(kernel)
+    if kind is None:
+        what = f"kernel kind {getattr(kernel, 'op', type(kernel).__name__)}"
+        raise UnsupportedKernelError(what, kernel.name, "no Spyre planner")
+    reason = kind.unsupported(kernel)
+    if reason is not None:
+        raise UnsupportedKernelError(*reason)
+    return kind
 
 
 def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> tuple[Program, str | None]:
     """The program and, when it is the program cache's, its key."""
-    kind = kind_of(kernel)
-    planner = PLANNERS.get(kind)
-    if planner is None:
-        raise UnsupportedKernelError(f"kernel kind {kind}", kernel.name, "no Spyre planner")
+    kind = supported_kind(kernel)
     cache = current().programs
-    key = cache.key(kernel, m, dict(sizes), kind)
+    key = cache.key(kernel, m, dict(sizes), kind.name)
     cached: str | None = key
     p = cache.get(key, kernel)
     if p is None:
         try:
-            p = planner(kernel, m, sizes)
-        except DoesNotFitError as exc:
+            p = kind.plan(kernel, m, sizes)
+        except DoesNotFit as exc:
             raise exc.in_kernel(kernel.name) from None
-        except (LxFull, EmulatorError) as exc:
-            raise DoesNotFitError(str(exc), f"lx_usable_bytes={m.lx_usable_bytes} per core", kernel.name) from None
+        except EmulatorError as exc:
+            raise DoesNotFit(f"its program breaks a hardware rule ({exc})", "", kernel.name) from None
         # A planner that completed the kernel (a captured call's output layout) is
         # not cached: a hit would bind the program to the incomplete kernel.
         if p.kernel is not None and p.kernel is not kernel:
@@ -106,7 +79,7 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
 
 
 def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    """The Spyre program for one kernel (cached by kernel signature, machine and sizes)."""
+    """The Spyre program for one kernel (cached by kernel structure, machine and sizes)."""
     return _plan(kernel, m, sizes)[0]
 
 
@@ -120,28 +93,6 @@ def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int
         return Planned(p)
     runs, names, state = got
     return Planned(p, runs, names, state)
-
-
-def _check_supported(kernel: kir.Kernel) -> None:
-    if isinstance(kernel, kir.ExternKernel):
-        bad = [b.dtype for b in kernel.buffers if b.dtype in UNSUPPORTED_DTYPES]
-        if bad:
-            raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"{kernel.op} in {bad[0]}")
-        if kernel.op in ("mm", "bmm", "addmm", "baddbmm"):
-            bad = [b.dtype for b in kernel.buffers if b.dtype not in PE_DTYPES]
-            if bad:
-                raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"the PE arrays do not multiply {bad[0]}")
-        return
-    buffers = {b.name: b for b in kernel.buffers}
-    for lk in kernel.kernels:
-        # float64 launch parameters (Dynamo's unspecialized floats) are evaluated by
-        # the host at launch and enter the card converted (see scalars.py).
-        host_scalars = scalar_instrs(lk, buffers)
-        for k, ins in enumerate(lk.body):
-            if ins.op in UNSUPPORTED_OPS:
-                raise UnsupportedKernelError(f"op {ins.op}", lk.name, "no Spyre vector/SFU implementation")
-            if ins.dtype in UNSUPPORTED_DTYPES and not (ins.dtype == "float64" and k in host_scalars):
-                raise UnsupportedKernelError(f"dtype {ins.dtype}", lk.name, f"{ins.op} computes in {ins.dtype}")
 
 
 class PayloadError(FormatError):
@@ -178,23 +129,36 @@ class SpyreBackend(Backend):
 
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()
+        #: what compile planned, for load to keep: kernel name -> (structure, machine, plan or misfit)
+        self._compiled: dict[str, tuple[bytes, Machine, Planned | DoesNotFit]] = {}
 
     def compile(self, kernel: kir.Kernel) -> str:
-        _check_supported(kernel)
+        supported_kind(kernel)
         m = current_machine()
         if not kernel.symbols:
-            # Planned now: a kernel no program fits falls back (visibly) at
+            # Planned now, once: a kernel no program fits falls back (visibly) at
             # compile time; on_graph records why (the CLI makes it an error).
             try:
-                plan(kernel, m, {})
-            except DoesNotFitError as exc:
+                self._compiled[kernel.name] = (structure_digest(kernel), m, plan_launch(kernel, m, {}))
+            except DoesNotFit as exc:
+                self._compiled[kernel.name] = (structure_digest(kernel), m, exc)
                 raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
         return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
 
+    def _kept(self, kernel: kir.Kernel, m: Machine) -> Planned | DoesNotFit | None:
+        """What compile planned for ``kernel`` on ``m`` (None: it did not)."""
+        got = self._compiled.get(kernel.name)
+        if got is None or got[1] != m or got[0] != structure_digest(kernel):
+            return None
+        return got[2]
+
     def load(self, payload: str) -> Launch:
         kernel, m = read_payload(payload)
-        ctx = current()
-        exe = Executable(kernel, m, plan_launch, ctx.card, ctx.report)
+        exe = Executable(kernel, supported_kind(kernel), plan_launch, current)
+        kept = self._kept(kernel, m)
+        if isinstance(kept, Planned):
+            exe.keep(m, kept)
+            del self._compiled[kernel.name]
         self._loaded[exe.name] = exe
         return exe
 
@@ -207,35 +171,41 @@ class SpyreBackend(Backend):
 
     def on_graph(self, graph: kir.GraphIR) -> None:
         """Record the graph and plan LX residency across its kernels."""
-        ctx = current()
-        ctx.report.add_graph(graph)
+        session = current()
+        session.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
-        self._record_limits(graph, exes, ctx)
-        programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
+        self._record_limits(graph, exes, session)
+        # (kernels of run-time sizes are planned at their launches; residency is for static ones)
+        programs = [e.program(session.machine) if e is not None and not e.kernel.symbols else None for e in exes]
         outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
         writes = [{k.output.name} if isinstance(k, kir.ExternKernel)
                   else {b.name for b in k.buffers if b.role in ("output", "inout")} for k in graph.kernels]
-        new, decisions = plan_residency(programs, outputs, ctx.machine, reads, writes, ctx.programs)
+        new, decisions = plan_residency(programs, outputs, session.machine, reads, writes, session.programs)
         for e, before, after in zip(exes, programs, new):
             if e is not None and before is not None and after is not before:
-                e.replace_program(after)
-        ctx.report.add_residency(graph.name, residency_summary(decisions))
+                e.keep(session.machine, after)
+        session.report.add_residency(graph.name, residency_summary(decisions))
 
-    @staticmethod
-    def _record_limits(graph: kir.GraphIR, exes: list[Executable | None], ctx: DeviceContext) -> None:
+    def _record_limits(self, graph: kir.GraphIR, exes: list[Executable | None], session: Session) -> None:
         """Record each kernel of ``graph`` that runs on the host because no program
-        fits the machine. Derived here from the kernels themselves, not from
-        :meth:`compile`: a graph taken from Inductor's cache never calls compile."""
+        fits the machine: what compile found, or - for a graph taken from
+        Inductor's cache, which never calls compile - planned now. Kernels of
+        run-time sizes are planned at their launches, which fall back there."""
         for k, exe in zip(graph.kernels, exes):
             if exe is not None or k.symbols:
                 continue
+            kept = self._kept(k, session.machine)
+            if isinstance(kept, DoesNotFit):
+                session.report.record_limit(kept)
+                del self._compiled[k.name]
+                continue
             try:
-                _check_supported(k)
-                plan(k, ctx.machine, {})
-            except DoesNotFitError as exc:
-                ctx.report.record_limit(exc)
+                supported_kind(k)
+                plan(k, session.machine, {})
+            except DoesNotFit as exc:
+                session.report.record_limit(exc)
             except UnsupportedKernelError:
                 continue  # falls back for another reason, already announced
 

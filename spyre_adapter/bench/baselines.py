@@ -36,6 +36,7 @@ from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes
+from spyre_adapter.scheduler.kinds import work_of
 from spyre_adapter.scheduler.loops import Division, model_group, plan_group
 from spyre_adapter.scheduler.matmul import MatmulShape, cost, Grid, plan_grid, plan_matmul, shape_of
 
@@ -207,7 +208,8 @@ def torch_spyre_rules(kernel: kir.Kernel, m: Machine, sizes: _Sizes | None = Non
 
 def _scored(kernel: kir.Kernel, p: Program, m: Machine, comp: int) -> tuple[metrics.Metrics, Any]:
     peaks = static_check(p, m, {b.name: int(b.storage_numel) for b in kernel.buffers})
-    return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0)), p
+    return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0),
+                           work_of(kernel)), p
 
 
 def gemm_baseline_row(kernel: kir.ExternKernel, m: Machine, ours: Program | None = None) -> dict[str, Any]:

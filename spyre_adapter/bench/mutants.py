@@ -25,7 +25,6 @@ from spyre_adapter.model.isa import lx_accesses
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import CoreProgram, Program, itemsize
 from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.model.timing import DeadlockError
 
 __all__ = ["OPERATORS", "Mutant", "Outcome", "mutants", "judge"]
 
@@ -230,7 +229,7 @@ def judge(mut: Mutant, inputs: Mapping[str, torch.Tensor], reference: Mapping[st
     bufs = {k: v.clone() for k, v in inputs.items()}
     try:
         execute(mut.program, bufs, Card(m))
-    except (EmulatorError, DeadlockError, KernelFault, RuntimeError, IndexError, ValueError) as exc:
+    except (EmulatorError, KernelFault, RuntimeError, IndexError, ValueError) as exc:
         return Outcome(mut, True, f"{type(exc).__name__}: {str(exc)[:160]}")
     for name in outputs:
         why = _mismatch(bufs[name], reference[name], atol, rtol)

@@ -37,7 +37,7 @@ from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from spyre_adapter.backend import attention
-from spyre_adapter.backend.context import current, use_machine
+from spyre_adapter.backend.session import current, use_machine
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.bench import baselines
 from spyre_adapter.bench import calibration as cal
@@ -50,10 +50,11 @@ from spyre_adapter.harness.on_device import run_compiled
 from spyre_adapter.harness.timing import median_time
 from spyre_adapter.model import timing
 from spyre_adapter.model.buffer_specs import contiguous_buffer
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import DEFAULT, Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.model.traffic import compulsory_bytes
+from spyre_adapter.scheduler.kinds import work_of
 from spyre_adapter.scheduler.loops import Division, model_group, plan_group
 from spyre_adapter.workloads.runner import CompiledCache, run_case
 from spyre_adapter.workloads.spec import load
@@ -94,7 +95,8 @@ def _measure(kernel: kir.Kernel, m: Machine, program: Any = None) -> tuple[metri
     except EmulatorError as exc:
         error = str(exc)
     comp = compulsory_bytes(kernel, None, {})
-    return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0)), error
+    return metrics.compute(p, timing.simulate(p, m, keep_events=False), m, comp, max(peaks.values(), default=0),
+                           work_of(kernel)), error
 
 
 def _is_matmul(kernel: kir.Kernel) -> bool:
@@ -122,7 +124,7 @@ def _torch_spyre(kernel: kir.Kernel, m: Machine) -> Any:
         return None
     try:
         return baselines.torch_spyre_rules(kernel, m)
-    except (DoesNotFitError, EmulatorError):
+    except (DoesNotFit, EmulatorError):
         return None
 
 
@@ -179,7 +181,7 @@ def _baseline(row: dict[str, Any], key: str, measure: Callable[[], metrics.Metri
               main: metrics.Metrics) -> dict[str, Any] | None:
     try:
         return _versus(main, measure())
-    except DoesNotFitError as exc:
+    except DoesNotFit as exc:
         row.setdefault("baselines_unplannable", {})[key] = str(exc)
         return None
 
@@ -310,7 +312,7 @@ def bench_attention(m: Machine, quick: bool) -> list[dict[str, Any]]:
         for mode in ("handwritten", "generic"):
             reset_compiled()
             report.reset()
-            ctx = attention.generic_path() if mode == "generic" else contextlib.nullcontext()
+            ctx = current().generic_path() if mode == "generic" else contextlib.nullcontext()
             with ctx:
                 out, _ = run_compiled(fn, (q, k, v))
             times[mode] = report.clock_ns

@@ -43,11 +43,10 @@ from spyre_adapter.bench import kernels as sk
 from spyre_adapter.bench.baselines import torch_spyre_split
 from spyre_adapter.bench.shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
 from spyre_adapter.model import timing
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import DEFAULT, Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.scheduler.loops import plan_group
-from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.matmul import MatmulShape, plan_grid, plan_matmul
 
 __all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config",
@@ -497,7 +496,7 @@ def compare(sample: int | None = None, path: str | os.PathLike[str] | None = Non
         if key not in cache:
             try:
                 cache[key] = our_device_ns(c, m)
-            except (DoesNotFitError, LxFull, EmulatorError) as exc:
+            except (DoesNotFit, EmulatorError) as exc:
                 cache[key] = f"our scheduler has no program for it: {str(exc).split(' (')[0]}"
         if isinstance(cache[key], str):
             skipped.append({"config": dict(c.raw), "reason": cache[key]})

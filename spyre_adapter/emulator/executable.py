@@ -1,7 +1,19 @@
-"""A loaded Spyre kernel: its program per run-time sizes, executed on every
-launch (the numbers come from running it), with the hardware checks on its
-first launch and the timing simulated once per program (and per data-dependent
-traffic), recorded to the device report."""
+"""A loaded Spyre kernel: its program per machine and run-time sizes, executed
+on every launch (the numbers come from running it), with the hardware checks on
+its first launch and the timing simulated once per program (and per
+data-dependent traffic), recorded to the device report.
+
+A launch is five parts, each a method of :class:`Executable`: :meth:`~Executable.plan`
+(the program for the target's machine and these sizes, planned on first use),
+:meth:`~Executable.run` (the functional pass, checked on the program's first
+launch, replayed after), :meth:`~Executable.verify` (``SPYRE_VERIFY=1``: compare
+with the kernel's reference semantics), :meth:`~Executable.measure` (compulsory
+traffic, simulated timing, roofline figures) and :meth:`~Executable.record` (the
+target's report).
+
+Where a launch runs - the machine, the card, the report - is asked of the
+``target`` at each launch, so a kernel compiled once runs wherever the caller is.
+"""
 
 from __future__ import annotations
 
@@ -20,18 +32,20 @@ from spyre_shims.backend import warn_fallback
 from spyre_shims.reference import KernelFault, run_kernel
 
 from spyre_adapter.emulator import metrics
-from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator.card import Card
+from spyre_adapter.emulator.executor import RunStats, execute
+from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model import isa
+from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.kinds import KernelKind
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.program import Program, itemsize
-from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.timing import Timeline, simulate
 from spyre_adapter.model.traffic import compulsory_bytes
 
-__all__ = ["Executable", "Planned", "Recorder", "Planner"]
+__all__ = ["Executable", "Planned", "Recorder", "Target", "Planner", "EmulatorError"]
 
-#: Plans a kernel for run-time sizes: (kernel IR, machine, sizes) -> Program.
+#: Plans a kernel for a machine and run-time sizes: (kernel IR, machine, sizes) -> Program.
 Planner = Callable[[Any, Machine, Mapping[sympy.Symbol, int]], "Program | Planned"]
 
 
@@ -40,6 +54,15 @@ class Recorder(Protocol):
 
     def record(self, name: str, metrics: metrics.Metrics, timeline: Timeline, program: Program | None = None) -> None:
         ...
+
+
+class Target(Protocol):
+    """Where a launch runs: the machine it is planned for, the card it runs on,
+    the report it is recorded in (a device session)."""
+
+    machine: Machine
+    card: Card
+    report: Recorder
 
 
 def _threads_wanted() -> int:
@@ -128,120 +151,167 @@ def _reads_data_for_indices(kernel: Any) -> bool:
     return isinstance(kernel, kir.KernelGroup) and any(i.op == "indirect" for lk in kernel.kernels for i in lk.body)
 
 
-class Executable:
-    """One kernel on the emulated card."""
+@dataclasses.dataclass
+class _Launch:
+    """One launch on its way through the parts."""
 
-    def __init__(self, kernel: Any, machine: Machine, planner: Planner, card: Card, recorder: Recorder,
-                 program: Program | None = None) -> None:
+    target: Any
+    buffers: MutableMapping[str, torch.Tensor]
+    sizes: Mapping[sympy.Symbol, int]
+    planned: Planned
+    #: ``buffers`` under the names of the program the launch runs
+    runs_on: Mapping[str, torch.Tensor]
+    state: _Derived
+    stats: RunStats | None = None
+
+
+class Executable:
+    """One kernel of kind ``kind`` on the emulated card: planned by ``planner``,
+    launched where ``target()`` says (see the module docstring)."""
+
+    def __init__(self, kernel: Any, kind: KernelKind, planner: Planner, target: Callable[[], Target]) -> None:
         self.kernel = kernel
-        self.machine = machine
+        self.kind = kind
         self._planner = planner
-        self.card = card
-        self.recorder = recorder
+        self._target = target
+        #: programs by (machine, run-time sizes)
         self._programs: dict[tuple, Planned] = {}
-        #: run-time sizes no program fits: the kernel runs on the host there
+        #: (machine, run-time sizes) no program fits: the kernel runs on the host there
         self._on_host: set[tuple] = set()
         self._lock = threading.Lock()
         #: also run the reference semantics and compare (SPYRE_VERIFY=1): which kernel goes wrong
-        self.verify = os.environ.get("SPYRE_VERIFY", "") not in ("", "0")
-        if program is not None:
-            self._programs[()] = Planned(program)
+        self.verify = os.environ.get("SPYRE_VERIFY", "") not in ("", "0") and kind.reference
 
     @property
     def name(self) -> str:
         return str(self.kernel.name)
 
-    def _key(self, sizes: Mapping[sympy.Symbol, int] | None) -> tuple:
-        return tuple(v for _, v in sorted((str(k), v) for k, v in (sizes or {}).items()))
+    @staticmethod
+    def _key(machine: Machine, sizes: Mapping[sympy.Symbol, int] | None) -> tuple:
+        return (machine, tuple(v for _, v in sorted((str(k), v) for k, v in (sizes or {}).items())))
 
-    def planned(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Planned:
-        """The program for these run-time sizes (planned on first use) and what
-        a launch runs; ``key``: their cache key when the caller has it already."""
-        if key is None:
-            key = self._key(sizes)
+    # ---------------------------------------------------------- plan
+    def plan(self, machine: Machine, sizes: Mapping[sympy.Symbol, int] | None = None) -> Planned:
+        """The program for ``machine`` and these run-time sizes (planned on first use,
+        kept) and what a launch runs. Raises :class:`DoesNotFit`."""
+        key = self._key(machine, sizes)
         with self._lock:
-            got = self._programs.get(key) or self._programs.get(())
+            got = self._programs.get(key)
             if got is None:
-                made = self._planner(self.kernel, self.machine, dict(sizes or {}))
-                got = made if isinstance(made, Planned) else Planned(made)
-                self._programs[key] = got
+                made = self._planner(self.kernel, machine, dict(sizes or {}))
+                got = self._programs[key] = made if isinstance(made, Planned) else Planned(made)
         return got
 
-    def program(self, sizes: Mapping[sympy.Symbol, int] | None = None, key: tuple | None = None) -> Program:
-        """The program for these run-time sizes (planned on first use); ``key``:
-        their cache key when the caller has it already (a launch)."""
-        return self.planned(sizes, key).program
-
-    def replace_program(self, program: Program) -> None:
-        """Run ``program`` from now on (static sizes: the residency planner's version)."""
+    def keep(self, machine: Machine, planned: Program | Planned, sizes: Mapping[sympy.Symbol, int] | None = None) -> None:
+        """Run ``planned`` on ``machine`` at these sizes from now on (planned by the
+        compiler, or re-planned by the residency planner for its graph)."""
         with self._lock:
-            self._programs = {(): Planned(program)}
+            self._programs[self._key(machine, sizes)] = planned if isinstance(planned, Planned) else Planned(planned)
 
+    def program(self, machine: Machine, sizes: Mapping[sympy.Symbol, int] | None = None) -> Program:
+        """The program for ``machine`` and these run-time sizes (planned on first use)."""
+        return self.plan(machine, sizes).program
+
+    # ---------------------------------------------------------- launch
     def __call__(self, buffers: MutableMapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
-        key = self._key(sizes)
-        if key in self._on_host:
+        target = self._target()
+        if self._key(target.machine, sizes) in self._on_host:
             run_kernel(self.kernel, buffers, sizes)
             return
         try:
-            planned = self.planned(sizes, key)
-        except DoesNotFitError as exc:
+            planned = self.plan(target.machine, sizes)
+        except DoesNotFit as exc:
+            if not self.kind.host_fallback:
+                raise
             # Known only now that the run-time sizes are: the kernel's reference
             # semantics run on the host instead, announced (a compile-time misfit
             # falls back the same way through Inductor).
-            if not isinstance(self.kernel, (kir.KernelGroup, kir.ExternKernel)) or \
-                    getattr(self.kernel, "op", "") == "attention":
-                raise
-            warn_fallback(f"{self.name} at run-time sizes {dict(sorted((str(k), v) for k, v in (sizes or {}).items()))}: "
-                          f"{exc}")
-            self._on_host.add(key)
+            shown = dict(sorted((str(k), v) for k, v in (sizes or {}).items()))
+            warn_fallback(f"{self.name} at run-time sizes {shown}: {exc}")
+            self._on_host.add(self._key(target.machine, sizes))
             run_kernel(self.kernel, buffers, sizes)
             return
-        p, q = planned.program, planned.runs
-        assert q is not None
-        bufs = buffers if planned.names is None else \
-            {mine_q: buffers[mine] for mine_q, mine in planned.names.items() if mine in buffers}
-        d, own = planned.launch_state(bufs), planned.own
-        first = not d.checked
+        runs_on = buffers if planned.names is None else \
+            {theirs: buffers[mine] for theirs, mine in planned.names.items() if mine in buffers}
+        launch = _Launch(target, buffers, sizes, planned, runs_on, planned.launch_state(runs_on))
+        expected = self.expected(launch)
+        self.run(launch)
+        if expected is not None:
+            self.verify_against(launch, expected)
+        self.record(launch, *self.measure(launch))
+
+    def expected(self, launch: _Launch) -> dict[str, torch.Tensor] | None:
+        """With verification on, the reference semantics' outputs for this launch's
+        inputs (computed before the program overwrites anything)."""
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
-        expected = _reference_outputs(self.kernel, buffers, sizes) if self.verify and not p.lx_in else None
+        if not self.verify or launch.planned.program.lx_in:
+            return None
+        copies = {k: v.clone() for k, v in launch.buffers.items()}
+        run_kernel(self.kernel, copies, launch.sizes)
+        outs = [self.kernel.output.name] if isinstance(self.kernel, kir.ExternKernel) else \
+            [b.name for b in self.kernel.buffers if b.role in ("output", "inout")]
+        return {n: copies[n] for n in outs if n in copies}
+
+    def run(self, launch: _Launch) -> None:
+        """The functional pass: checked on the program's first launch, then recorded
+        and replayed. An error names this kernel, also when the program it runs is
+        another identical kernel's."""
+        p, q, d = launch.planned.program, launch.planned.runs, launch.state
+        assert q is not None
+        first = not d.checked
         try:
             with _emulator_threads() as threads:
-                stats = execute(q, bufs, self.card, sizes, checking=first, replay=None if first else d.replay,
-                                pe_threads=threads)
+                launch.stats = execute(q, launch.runs_on, launch.target.card, launch.sizes, checking=first,
+                                       replay=None if first else d.replay, pe_threads=threads)
         except (EmulatorError, KernelFault) as exc:
             if q is p:
                 raise
-            # Named for this kernel: the program it ran is another kernel's, on its buffers.
             shared = f"(this kernel runs the program of the identical kernel {q.name} on its own buffers)"
             if isinstance(exc, EmulatorError):
-                names = planned.names or {}
+                names = launch.planned.names or {}
                 mine = EmulatorError(exc.kind, self.name, exc.core, exc.step, names.get(exc.buffer, exc.buffer),
                                      exc.detail)
                 mine.add_note(shared)
                 raise mine.with_traceback(exc.__traceback__) from None
             exc.add_note(shared)
             raise
-        # What this kernel reports: its own program's figures (its name), and its own
-        # compulsory bytes when they are traced on its data (once per program).
+        if first:
+            d.lx_peak = max(launch.stats.lx_peak.values(), default=0)
+            d.checked = True
+
+    def verify_against(self, launch: _Launch, expected: Mapping[str, torch.Tensor]) -> None:
+        """The launch's outputs equal the reference semantics' (outputs kept in LX
+        and never stored are not compared: DRAM never sees them)."""
+        p = launch.planned.program
+        stored = {b for c in p.cores for i in c.instrs if isa.step(i).dma == "out" for b in isa.dram_buffers(i)[1]}
+        kept = {r.buffer for r in p.lx_out if r.buffer not in stored}
+        _compare(p.name, launch.buffers, {k: v for k, v in expected.items() if k not in kept})
+
+    def measure(self, launch: _Launch) -> tuple[Timeline, metrics.Metrics]:
+        """Compulsory traffic (once per program, or per launch's data when its
+        addresses depend on data), the simulated timeline (once per program and
+        data-dependent traffic) and the roofline figures."""
+        planned, d = launch.planned, launch.state
+        p, q, own = planned.program, planned.runs, planned.own
+        assert q is not None and launch.stats is not None
         traced = own if planned.data_indexed else d
         if traced.compulsory is None:
-            traced.compulsory = self.compulsory(q, bufs, sizes)
+            traced.compulsory = self.compulsory(q, launch.runs_on, launch.sizes)
         compulsory = traced.compulsory
-        if expected is not None:
-            stored = {b for c in p.cores for i in c.instrs if isa.step(i).dma == "out" for b in isa.dram_buffers(i)[1]}
-            kept = {r.buffer for r in p.lx_out if r.buffer not in stored}  # elided: never written to DRAM
-            _compare(p.name, buffers, {k: v for k, v in expected.items() if k not in kept})
-        if first:
-            d.lx_peak = max(stats.lx_peak.values(), default=0)
-            d.checked = True
-        dyn = tuple(sorted(stats.dynamic_bytes.items()))
+        dyn = tuple(sorted(launch.stats.dynamic_bytes.items()))
         got = own.timing.get((compulsory, dyn))
         if got is None:
             tl = d.timelines.get(dyn)
             if tl is None:
-                tl = d.timelines[dyn] = simulate(q, self.machine, stats.dynamic_bytes)
-            got = own.timing[(compulsory, dyn)] = (tl, metrics.compute(p, tl, self.machine, compulsory, d.lx_peak))
-        self.recorder.record(p.name, got[1], got[0], p)
+                tl = d.timelines[dyn] = simulate(q, launch.target.machine, launch.stats.dynamic_bytes)
+            work = self.kind.work(self.kernel, launch.sizes)
+            got = own.timing[(compulsory, dyn)] = (tl, metrics.compute(p, tl, launch.target.machine, compulsory,
+                                                                       d.lx_peak, work))
+        return got
+
+    def record(self, launch: _Launch, timeline: Timeline, figures: metrics.Metrics) -> None:
+        """The launch in the target's report, under this kernel's own program."""
+        launch.target.report.record(launch.planned.program.name, figures, timeline, launch.planned.program)
 
     @staticmethod
     def compulsory(p: Program, buffers: Mapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> int:
@@ -263,24 +333,10 @@ class Executable:
                 total -= (r.hi - r.lo) * itemsize(r.dtype)
         return max(total, 0)
 
-    def analyse(self, sizes: Mapping[sympy.Symbol, int] | None = None) -> tuple[Program, Timeline]:
+    def analyse(self, machine: Machine, sizes: Mapping[sympy.Symbol, int] | None = None) -> tuple[Program, Timeline]:
         """The program and its simulated timeline without running it (planning studies)."""
-        p = self.program(sizes)
-        return p, simulate(p, self.machine)
-
-
-__all__ += ["EmulatorError"]
-
-
-def _reference_outputs(kernel: Any, buffers: Mapping[str, torch.Tensor],
-                       sizes: Mapping[sympy.Symbol, int]) -> dict[str, torch.Tensor] | None:
-    if not isinstance(kernel, (kir.KernelGroup, kir.ExternKernel)) or getattr(kernel, "op", "") == "attention":
-        return None
-    copies = {k: v.clone() for k, v in buffers.items()}
-    run_kernel(kernel, copies, sizes)
-    outs = [kernel.output.name] if isinstance(kernel, kir.ExternKernel) else \
-        [b.name for b in kernel.buffers if b.role in ("output", "inout")]
-    return {n: copies[n] for n in outs if n in copies}
+        p = self.program(machine, sizes)
+        return p, simulate(p, machine)
 
 
 def _rtol(dtype: torch.dtype) -> float:

@@ -14,19 +14,14 @@ not from the program.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
-from spyre_shims import kernel_ir as kir
-from spyre_shims.index import index_symbol
-from spyre_shims.reference import concrete
 
-from spyre_adapter.model.costs import op_counts
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.timing import Timeline
 
-__all__ = ["Metrics", "compute", "work_of"]
+__all__ = ["Metrics", "compute"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,32 +52,11 @@ class Metrics:
         return dataclasses.asdict(self)
 
 
-def work_of(kernel: Any, sizes: Any = None) -> tuple[str, float]:
-    """("pe", FLOPs) of a matmul-family kernel, or ("vec", vector ops) of a loop
-    group, from the Kernel IR (not from any program)."""
-    sizes = sizes or {}
-    if isinstance(kernel, kir.ExternKernel):
-        dims = [[concrete(x, sizes) for x in b.size] for b in kernel.inputs]
-        a, b = (dims[1], dims[2]) if kernel.op in ("addmm", "baddbmm") else (dims[0], dims[1])
-        if kernel.op == "attention":
-            q, k = dims[0], dims[1]
-            return "pe", 4.0 * math.prod(q[:-1]) * k[-2] * q[-1]
-        batch = a[0] if len(a) == 3 else 1
-        return "pe", 2.0 * batch * a[-2] * a[-1] * b[-1]
-    total = 0.0
-    if isinstance(kernel, kir.KernelGroup):
-        for lk in kernel.kernels:
-            c = op_counts(lk.body)
-            n = math.prod(concrete(r, sizes) for r in lk.ranges)
-            r = math.prod(concrete(x, sizes) for x in lk.reduction_ranges)
-            total += n * (r * c.vec_pre + c.vec_post)
-    return "vec", float(total)
-
-
-def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int,
-            work: tuple[str, float] | None = None) -> Metrics:
-    """Metrics of program ``p`` simulated as ``tl`` on ``m``, against ``compulsory`` bytes."""
-    kind, amount = work if work is not None else work_of(p.kernel, {index_symbol(k): v for k, v in p.sizes})
+def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int, work: tuple[str, float]) -> Metrics:
+    """Metrics of program ``p`` simulated as ``tl`` on ``m``, against ``compulsory``
+    bytes and the kernel's ``work`` (("pe", FLOPs) or ("vec", vector ops), from its
+    kind: :attr:`spyre_adapter.model.kinds.KernelKind.work`)."""
+    kind, amount = work
     comp = max(compulsory, 1)
     writes = tl.dram_write_bytes
     reads = max(compulsory - min(writes, compulsory), 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["MachineSpecError", "DoesNotFitError", "checked", "read_file"]
+__all__ = ["MachineSpecError", "checked", "read_file"]
 
 
 class MachineSpecError(ValueError):
@@ -71,17 +71,3 @@ def read_file(spec: str) -> dict[str, Any]:
         raise MachineSpecError(f"file {spec!r} is not accepted: expected an object of parameter: value, "
                                f"found {type(data).__name__}")
     return data
-
-
-class DoesNotFitError(ValueError):
-    """A kernel needs more of the machine than it has (raised by the scheduler's
-    entry point, :func:`spyre_adapter.backend.spyre.plan`); names the kernel and the limit."""
-
-    def __init__(self, what: str, limit: str, kernel: str = "") -> None:
-        self.what, self.limit, self.kernel = what, limit, kernel
-        super().__init__(f"{f'kernel {kernel}: ' if kernel else ''}{what} (limit: {limit})")
-
-    def in_kernel(self, kernel: str) -> DoesNotFitError:
-        """The same error naming ``kernel``."""
-        return DoesNotFitError(self.what, self.limit, kernel)
-

@@ -21,7 +21,7 @@ from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Instruction, Lx, Program, Region, itemsize
 from spyre_adapter.model.traffic import region_stick_set
 
-__all__ = ["EmulatorError", "static_check", "overlaps", "buffer_dtypes"]
+__all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
 
 
 def buffer_dtypes(p: Program) -> dict[str, str]:
@@ -114,6 +114,16 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int,
                                 f"{nbytes} B > {m.span_bytes_per_core} B")
     _check_dram_races(p, m, c_.stores, c_.loads, c_.dtypes)
     return peaks
+
+
+def first_violation(p: Program, m: Machine, numels: Mapping[str, int]) -> EmulatorError | None:
+    """The first hardware rule ``p`` breaks (None: it obeys them all): how a planner
+    passes over a division whose program it built."""
+    try:
+        static_check(p, m, numels)
+    except EmulatorError as exc:
+        return exc
+    return None
 
 
 def _byte_intervals(r: Region, isz: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,17 +22,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from spyre_adapter.model import isa
+from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Instruction, Lx, Program, Region
 
-__all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of", "DeadlockError"]
+__all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
 
 #: A transfer with less than this many bytes left has finished (float residue).
 _DONE_BYTES = 1e-3
-
-
-class DeadlockError(RuntimeError):
-    """No instruction can start and some have not run."""
 
 
 @dataclasses.dataclass
@@ -223,7 +220,8 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
                 if sync == "send":
                     parts = [recvs.get((ins.tag, peer)) for peer in ins.peers]
                     if any(r is None for r in parts):
-                        raise DeadlockError(f"{p.name}: core {c} sends #{ins.tag} to a core with no matching receive")
+                        raise EmulatorError("deadlock", p.name, c, i, "ring",
+                                            f"#{ins.tag} is sent to a core with no matching receive")
                     if not all(can_start(rc, ri) for rc, ri in parts):  # type: ignore[misc]
                         continue
                     nbytes = ins.src.numel * ins.src.itemsize
@@ -236,7 +234,7 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
                 elif sync == "recv":
                     snd = sends.get((ins.tag, c))
                     if snd is None:
-                        raise DeadlockError(f"{p.name}: core {c} receives #{ins.tag} that no core sends")
+                        raise EmulatorError("deadlock", p.name, c, i, "ring", f"#{ins.tag} is received but no core sends it")
                     if (snd[0], "ring_tx") not in active:
                         dirty.add((snd[0], "ring_tx"))
                         progressed = True
@@ -275,8 +273,9 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
                 nxt = min(nxt, a["end"])
         if nxt == float("inf"):
             stuck = [f"core {k[0]} {k[1]} at #{head(k)}" for k in queues if head(k) is not None][:6]
-            raise DeadlockError(f"{p.name}: program deadlocked at t={now:.0f} ns ({n_done}/{n_total} done; "
-                                f"waiting: {', '.join(stuck)})")
+            core = next((k[0] for k in queues if head(k) is not None), -1)
+            raise EmulatorError("deadlock", p.name, core, -1, "-", f"the timing model stops at t={now:.0f} ns "
+                                f"({n_done}/{n_total} steps done; waiting: {', '.join(stuck)})")
         dt = max(nxt - now, 0.0)
         for key, a in active.items():
             if key[1].startswith("dma") and a["setup"] <= now:

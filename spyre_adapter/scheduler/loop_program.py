@@ -44,6 +44,7 @@ from spyre_shims.reference import Tile, concrete, partial_dtypes, reduction_phas
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.bodies import Access, accesses, index_cone, indirect_levels
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaGather, DmaLoad, DmaScatter,
                                          DmaStore, LoopPlan, Operand, Program, Region, Resident, RingRecv, RingSend,
@@ -51,7 +52,7 @@ from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CorePro
 from spyre_adapter.scheduler.analysis import _mask_bounds, boxes
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 
-__all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Unbuildable"]
+__all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases"]
 
 
 #: A load whose whole footprint is at most this share of LX is loaded once per
@@ -59,12 +60,9 @@ __all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ra
 SHARED_LX_FRACTION = 0.125
 
 
-class NeedsPhases(Exception):
-    """A kernel of the group reads data no tile-local order provides."""
-
-
-class Unbuildable(Exception):
-    """No program of this division fits the machine."""
+class NeedsPhases(DoesNotFit):
+    """A kernel of the group reads data no tile-local order provides: the division
+    fits only when the group runs in phases (each kernel over every tile in turn)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,7 +442,7 @@ class _Builder:
         if w is not None:
             return Operand(acc.pos, "window", w.view, w.lo)  # type: ignore[arg-type]
         if not self.d.phased and self.writer.get(buf, 1 << 30) < k and not core.stored_covers(buf, g.lo, g.hi):
-            raise NeedsPhases(f"kernel {k} reads {buf}[{g.lo}:{g.hi}] that this tile did not produce")
+            raise NeedsPhases(f"kernel {k} reads {buf}[{g.lo}:{g.hi}] that this tile did not produce", "tile-local order")
         src = self.dram_name(buf)
         span = g.hi - g.lo
         dense = g.kind == "static" or span <= g.touched + 2 * max(1, self.stick // isz) or span * isz <= 4096
@@ -524,7 +522,7 @@ class _Builder:
         hold = self.keep.get(buf, {}).get(core.core)
         if hold is not None:
             if not (g.kind == "affine" and g.hi - g.lo == g.touched and hold.lo <= g.lo and g.hi <= hold.hi):
-                raise Unbuildable(f"{buf} is not stored as one run inside the core's kept share")
+                raise DoesNotFit(f"{buf} is not stored as one run inside the core's kept share")
             view = self.held(core, buf, hold).sub(g.lo - hold.lo, (g.hi - g.lo,), (1,), isz)
             core.drop(buf, g.lo, g.hi)
             core.windows.append(_Window(buf, g.lo, g.hi, view, "persistent"))
@@ -545,7 +543,7 @@ class _Builder:
                 core.packed.append(_Packed(region, dense, self.scope))
                 return Operand(acc.pos, "tile", view), (dense, region), None  # type: ignore[arg-type]
         if local and not self.d.phased:
-            raise NeedsPhases(f"{buf}: an irregular store of a group-internal buffer")
+            raise NeedsPhases(f"{buf}: an irregular store of a group-internal buffer", "tile-local order")
         view = self.slot(core, f"{buf} scatter", numel * isz).view(dt, g.shape)
         core.drop(buf, 0, self.numel[buf])
         return Operand(acc.pos, "tile", view), None, SlotView(view.slot, 0, dt, (numel,), (1,))  # type: ignore[arg-type]
@@ -569,7 +567,7 @@ class _Builder:
         cone = index_cone(lk.body, tuple(a.pos for a in batch))
         gathered = {a.pos for a in batch}
         if any(lk.body[p].op == "load" and p not in operands and p not in gathered for p in cone):
-            raise Unbuildable(f"{lk.name}: an irregular index depends on an operand not yet loaded")
+            raise DoesNotFit(f"{lk.name}: an irregular index depends on an operand not yet loaded")
         ops = tuple(o for p, o in sorted(operands.items()) if p in cone)
         core.instrs.append(AddrGen(k, box, red, ops, tuple(targets)))  # type: ignore[arg-type]
         for acc, (_, addrs) in zip(batch, targets):
@@ -638,9 +636,9 @@ class _Builder:
     def check_chunkable(self) -> None:
         for info in self.infos:
             if info.red and (info.mult != 1 or info.split_at is None):
-                raise Unbuildable(f"{info.kernel.name}: its reduction cannot be cut into chunks")
+                raise DoesNotFit(f"{info.kernel.name}: its reduction cannot be cut into chunks")
             if not info.red and info.mult > 1 and info.lead is None:
-                raise Unbuildable(f"{info.kernel.name}: its columns do not line up with the rows")
+                raise DoesNotFit(f"{info.kernel.name}: its columns do not line up with the rows")
 
     def run_tiles(self) -> None:
         d = self.d
@@ -743,7 +741,7 @@ class _Builder:
                 if acc.store:
                     op, dma, scatter = self.store_operand(leader, acc, self.geometry(info, acc, tile))
                     if scatter is not None:
-                        raise Unbuildable(f"{lk.name}: an irregular reduction store cannot follow a split")
+                        raise DoesNotFit(f"{lk.name}: an irregular reduction store cannot follow a split")
                     ops[acc.pos] = op
                     if dma is not None:
                         dmas.append(dma)
@@ -779,7 +777,7 @@ class _Builder:
         d = self.d
         shape = self.infos[0].ranges
         if any(info.ranges != shape or info.red for info in self.infos):
-            raise Unbuildable("a grid division needs pointwise kernels of one shape")
+            raise DoesNotFit("a grid division needs pointwise kernels of one shape")
         per_dim = [chunk_bounds(n, g, 128 if k == len(shape) - 1 else 1) for k, (n, g) in enumerate(zip(shape, d.grid))]
         # Rows that are not whole sticks: cores cutting the innermost dim share
         # sticks at row ends, so each cut of it runs in its own phase (barriers).
@@ -918,7 +916,7 @@ def build(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], nam
           lx_in: Sequence[Resident] = (), keep: Mapping[str, Mapping[int, Hold]] | None = None,
           reserved: Mapping[int, Sequence[tuple[int, int]]] | None = None, carry: Sequence[Resident] = ()) -> Program:
     """The program of ``group`` under division ``d``. Raises :class:`NeedsPhases`
-    (a tile-local order does not exist), :class:`Unbuildable` or
+    (a tile-local order does not exist), :class:`~spyre_adapter.model.errors.DoesNotFit` or
     :class:`~.lx_alloc.LxFull` when that division cannot be built as asked.
 
     Residency across kernels: ``lx_in`` are LX windows an earlier kernel left

@@ -23,14 +23,13 @@ import torch
 from spyre_shims.kernel_ir import KernelGroup
 
 from spyre_adapter.model.bodies import accesses, indirect_levels
+from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
-from spyre_adapter.model.program import Candidate, LoopPlan, Program
-from spyre_adapter.model.program import Resident, itemsize
-from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.model.program import Candidate, LoopPlan, Program, Resident, itemsize
+from spyre_adapter.model.rules import first_violation
 from spyre_adapter.model.structure import structure_digest
-from spyre_adapter.model.timing import DeadlockError, simulate
-from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, Unbuildable, build, row_ranges
+from spyre_adapter.model.timing import simulate
+from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, build, row_ranges
 from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
 from spyre_shims import index as sidx
@@ -439,10 +438,6 @@ def _row_bytes(gm: GroupModel, m: Machine) -> int:
     return w.dma_bytes + w.lx_bytes + sum(w.inv_bytes.values())
 
 
-class SchedulingError(DoesNotFitError):
-    """No division of a loop group fits the machine (names the kernel and the limit)."""
-
-
 #: Largest number of chunks one core cuts a row into.
 MAX_CHUNKS = 4096
 
@@ -462,8 +457,8 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     # Every operand of a tile needs at least one stick, twice (double buffering).
     least = 2 * m.stick_bytes * len(gm.accesses)
     if least > m.lx_usable_bytes:
-        raise SchedulingError(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
-                              "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
+        raise DoesNotFit(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
+                         "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
     bucket = bucket_of(sizes) if force is None and residency is None else None
     if bucket is not None:
         # Run-time sizes: the division (or grid) is chosen once for their bucket
@@ -472,7 +467,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
         if recipe is not None:
             try:
                 return _build_recipe(gm, m, recipe, name, sizes, lx_planning)
-            except (LxFull, Unbuildable, EmulatorError, DeadlockError):
+            except DoesNotFit:
                 pass  # what the bucket chose does not build at these sizes: choose here
     costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
     order = sorted(costs, key=lambda d: (costs[d], d.used))
@@ -481,7 +476,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     for d in order:
         try:
             p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
-        except (LxFull, Unbuildable, EmulatorError) as exc:
+        except DoesNotFit as exc:
             reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
             continue
         # (without LX planning a one-kernel group has nothing to plan across kernels)
@@ -491,17 +486,31 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if residency is None and force is None:
         for grid in grid_divisions(gm, m):
             try:
-                q = _build_grid(gm, m, grid, name, sizes, cand)
-                # a grid of a phased group can order a ring transfer across a
-                # barrier: never hand out a program that cannot finish
-                simulate(q, m, keep_events=False)
-                return q
-            except (LxFull, Unbuildable, EmulatorError, DeadlockError) as exc:
+                return _finishing(_build_grid(gm, m, grid, name, sizes, cand), m)
+            except DoesNotFit as exc:
                 reasons.append(f"grid {'x'.join(map(str, grid))}: {exc}")
     shown = reasons[:3] + [r for r in reasons[3:] if r.startswith("grid")][:1]  # the grids' reason too
-    raise SchedulingError("no division of the loop group fits the machine (" + "; ".join(shown) + ")",
-                          f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
-                          f"span_bytes_per_core={m.span_bytes_per_core}", name)
+    raise DoesNotFit("no division of the loop group fits the machine",
+                     f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core, "
+                     f"span_bytes_per_core={m.span_bytes_per_core}", name, shown)
+
+
+def _finishing(q: Program, m: Machine) -> Program:
+    """``q``, whose timing simulation finishes: a grid of a phased group can order
+    a ring transfer across a barrier, and a program that cannot finish is no division."""
+    try:
+        simulate(q, m, keep_events=False)
+    except EmulatorError as exc:
+        raise DoesNotFit(f"its program cannot finish ({exc})") from None
+    return q
+
+
+def _obeying(p: Program, m: Machine, numels: Mapping[str, int]) -> Program:
+    """``p``, which obeys every hardware rule; else this division does not fit."""
+    bad = first_violation(p, m, numels)
+    if bad is not None:
+        raise DoesNotFit(f"its program breaks a hardware rule ({bad})")
+    return p
 
 
 @dataclasses.dataclass(frozen=True)
@@ -538,9 +547,7 @@ def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes:
     if recipe.division is not None:
         return _build_division(gm, m, recipe.division, name, sizes, recipe.estimate_ns, recipe.candidates,
                                not lx_planning)
-    q = _build_grid(gm, m, recipe.grid, name, sizes, recipe.candidates)
-    simulate(q, m, keep_events=False)
-    return q
+    return _finishing(_build_grid(gm, m, recipe.grid, name, sizes, recipe.candidates), m)
 
 
 def _data_dependent_stores(group: KernelGroup) -> bool:
@@ -582,8 +589,8 @@ def _check_span(gm: GroupModel, m: Machine, d: Division) -> None:
                 lo = b_lo if lo is None else min(lo, b_lo)
                 hi = b_hi if hi is None else max(hi, b_hi)
             if lo is not None and (hi - lo + 1) * a.acc.itemsize > m.span_bytes_per_core:
-                raise Unbuildable(f"per-core span of {a.buffer}: {(hi - lo + 1) * a.acc.itemsize} B "
-                                  f"> {m.span_bytes_per_core} B")
+                raise DoesNotFit(f"per-core span of {a.buffer}: {(hi - lo + 1) * a.acc.itemsize} B",
+                                 f"span_bytes_per_core={m.span_bytes_per_core}")
 
 
 def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mapping[sympy.Symbol, int],
@@ -610,7 +617,7 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
                       r.lx_in, keep, reserved, r.carry)
         except NeedsPhases:
             if phased or d.rsplit > 1 or per_core > 1:
-                raise Unbuildable("a kernel reads what another tile produced, and this division cannot run in phases")
+                raise DoesNotFit("a kernel reads what another tile produced, and this division cannot run in phases")
             phased = True
             continue
         except LxFull:
@@ -622,9 +629,7 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
                 per_core *= 2
                 continue
             raise
-        workspace = {n: k for n, _, k in p.workspace}
-        static_check(p, m, {**numels, **workspace})
-        return p
+        return _obeying(p, m, {**numels, **{n: k for n, _, k in p.workspace}})
 
 
 def _pointwise_shape(gm: GroupModel) -> tuple[Any, ...]:
@@ -731,8 +736,9 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
         try:
             q = _build_grid(gm, m, grid, name, sizes, cand)
             t = simulate(q, m, keep_events=False).total_ns
-        except (LxFull, Unbuildable, EmulatorError, DeadlockError):
-            # (a grid of a phased group can order a ring transfer across a barrier)
+        except DoesNotFit:
+            continue
+        except EmulatorError:  # a grid of a phased group can order a ring transfer across a barrier
             continue
         if t < best_t:
             p, best_t = q, t
@@ -755,5 +761,4 @@ def _build_grid(gm: GroupModel, m: Machine, grid: tuple[int, ...], name: str, si
                 raise
             points //= 2
             continue
-        static_check(p, m, {**numels, **{n: k for n, _, k in p.workspace}})
-        return p
+        return _obeying(p, m, {**numels, **{n: k for n, _, k in p.workspace}})

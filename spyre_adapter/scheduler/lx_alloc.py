@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from spyre_adapter.model import isa
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.program import Alloc, Lx
 
 __all__ = ["Slot", "SlotView", "LxFull", "Arena", "allocate"]
 
 
-class LxFull(RuntimeError):
+class LxFull(DoesNotFit):
     """The operands live at one point of a core's stream do not fit its LX."""
 
 
@@ -93,7 +94,8 @@ class Arena:
                 break
             at = max(at, -(-hi // self.align) * self.align)
         if at + size > self.capacity:
-            raise LxFull(f"{nbytes} B do not fit ({self.capacity} B usable, {self.in_use()} B in use)")
+            raise LxFull(f"{nbytes} B of operands do not fit ({self.in_use()} B in use)",
+                         f"{self.capacity} B usable LX per core")
         self.used.append((at, at + size))
         self.used.sort()
         self.peak = max(self.peak, at + size)

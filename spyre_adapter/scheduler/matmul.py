@@ -22,15 +22,13 @@ from spyre_shims.reference import concrete
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
-from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident
-from spyre_adapter.model.program import itemsize
-from spyre_adapter.model.rules import EmulatorError, static_check
+from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident, itemsize
+from spyre_adapter.model.rules import first_violation
 from spyre_adapter.model.structure import structure_digest
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.scheduler.loops import plan_group
-from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
@@ -221,8 +219,8 @@ def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | 
         most = max((g.cores for g, _ in even), default=0)
         ranked = [gc for gc in even if gc[0].cores == most][:1]
     if not ranked:
-        raise DoesNotFitError(f"no tiling of the {s.m}x{s.n}x{s.k} matmul (batch {s.batch}, {s.isz}-byte elements) "
-                              "fits in one core's LX", f"lx_usable_bytes={m.lx_usable_bytes} per core")
+        raise DoesNotFit(f"no tiling of the {s.m}x{s.n}x{s.k} matmul (batch {s.batch}, {s.isz}-byte elements) "
+                         "fits in one core's LX", f"lx_usable_bytes={m.lx_usable_bytes} per core")
     return ranked
 
 
@@ -255,10 +253,6 @@ class _Built:
     program: Program
     bound: float
     time: float | None = None
-
-
-class MatmulUnplannable(DoesNotFitError):
-    """No grid of a matmul fits the machine."""
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -301,10 +295,10 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         if g_c is not None:
             try:
                 prog = build_program(kernel, s, g_c[0], m, sizes, name, share, plan_of(*g_c))
-                static_check(prog, m, numels)
+            except DoesNotFit:
+                prog = None
+            if prog is not None and first_violation(prog, m, numels) is None:
                 return prog
-            except (LxFull, EmulatorError):
-                pass
     built: list[_Built] = []
     order = itertools.count()
     reasons: list[str] = []
@@ -333,10 +327,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             tried.add(first.index)
             if first.time is None:
                 first.time = first.bound  # the last one left: only ``tried`` reads it again
-            try:
-                static_check(first.program, m, numels)
-            except EmulatorError as exc:
-                reasons.append(str(exc))
+            bad = first_violation(first.program, m, numels)
+            if bad is not None:
+                reasons.append(str(bad))
                 continue
             return first.program
         built.clear()  # every one broke a rule: build the next candidates
@@ -354,16 +347,16 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             continue
         try:
             prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
-        except (LxFull, EmulatorError) as exc:
+        except DoesNotFit as exc:
             reasons.append(str(exc))
             continue
         built.append(_Built(next(order), prog, lower_bound_ns(prog, m)))
     if best is None and built:
         best = settle()
     if best is None:
-        raise MatmulUnplannable(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine "
-                                f"({'; '.join(reasons[:2]) or 'no candidate'})",
-                                f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name)
+        raise DoesNotFit(f"no grid of the {s.m}x{s.n}x{s.k} matmul fits the machine",
+                         f"{m.cores} cores, lx_usable_bytes={m.lx_usable_bytes} per core", name,
+                         reasons[:2] or ["no candidate"])
     return best
 
 
@@ -411,9 +404,12 @@ def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int
                           round(c.total_ns, 1), len(fits))
         try:
             prog = build_program(kernel, s, g, m, sizes, name, share, plan)
-            static_check(prog, m, numels)
-        except (LxFull, EmulatorError) as exc:
+        except DoesNotFit as exc:
             reasons.append(str(exc))
+            continue
+        bad = first_violation(prog, m, numels)
+        if bad is not None:
+            reasons.append(str(bad))
             continue
         if largest_tiles:
             return prog
@@ -421,9 +417,8 @@ def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int
         if len(built) == simulate_best:
             break
     if not built:
-        raise MatmulUnplannable(f"no tiling of the {s.m}x{s.n}x{s.k} matmul on grid {split} fits the machine "
-                                f"({'; '.join(reasons[:2]) or 'no candidate'})",
-                                f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
+        raise DoesNotFit(f"no tiling of the {s.m}x{s.n}x{s.k} matmul on grid {split} fits the machine",
+                         f"lx_usable_bytes={m.lx_usable_bytes} per core", name, reasons[:2] or ["no candidate"])
     return min(built, key=lambda tp: tp[0])[1]
 
 
@@ -492,7 +487,8 @@ def _empty_sum(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, in
 def replan_with_held_a(p: Program, m: Machine, a_held: Sequence[Resident]) -> Program:
     """Matmul program ``p`` rebuilt on its own grid and tiles, its A rows streamed
     from the LX of the cores holding them (``a_held``) instead of DRAM; an A-stationary
-    order becomes output-stationary. Raises :class:`LxFull`/:class:`EmulatorError`."""
+    order becomes output-stationary. Raises :class:`~spyre_adapter.model.errors.DoesNotFit` when
+    that program cannot be built or breaks a rule."""
     kernel = p.kernel
     sizes = {sidx.index_symbol(k): v for k, v in p.sizes}
     s = shape_of(kernel, sizes)
@@ -501,8 +497,10 @@ def replan_with_held_a(p: Program, m: Machine, a_held: Sequence[Resident]) -> Pr
     order = "c" if p.plan.order == "a" else p.plan.order
     g = Grid(gb, gm, gn, gk, tm, tn, tk, share=False, order=order)
     if not _rows_line_up(s, g, m, a_held):
-        raise EmulatorError("held rows", p.name, -1, -1, "-", "row tiles straddle the cores holding A")
+        raise DoesNotFit("row tiles straddle the cores holding A", "the held rows' cores", p.name)
     plan = dataclasses.replace(p.plan, order=order)
     prog = build_program(kernel, s, g, m, sizes, p.name, p.plan.share, plan, a_held)
-    static_check(prog, m, {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers})
+    bad = first_violation(prog, m, {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers})
+    if bad is not None:
+        raise DoesNotFit(f"the program with A held breaks a hardware rule ({bad})", "", p.name)
     return prog

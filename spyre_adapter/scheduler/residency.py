@@ -26,15 +26,14 @@ from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
 from spyre_adapter.model import isa
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program, Resident, itemsize
-from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.structure import positional_names
 from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.loop_program import Hold
-from spyre_adapter.scheduler.loops import Division, Residency, SchedulingError, plan_group
-from spyre_adapter.scheduler.lx_alloc import LxFull
-from spyre_adapter.scheduler.matmul import MatmulUnplannable, plan_matmul, replan_with_held_a
+from spyre_adapter.scheduler.loops import Division, Residency, plan_group
+from spyre_adapter.scheduler.matmul import plan_matmul, replan_with_held_a
 
 __all__ = ["Decision", "plan_residency", "summary"]
 
@@ -230,11 +229,11 @@ def _matmul_reader_uncached(q: Program, buf: str, residents: list[Resident], m: 
         r = replan_with_held_a(q, m, residents)
         if not _loads(r, buf):
             return r
-    except (LxFull, EmulatorError):
+    except DoesNotFit:
         pass
     try:
         r = plan_matmul(q.kernel, m, {sidx.index_symbol(n): v for n, v in q.sizes}, q.name, a_held=residents)
-    except (MatmulUnplannable, LxFull, EmulatorError):
+    except DoesNotFit:
         return None
     return None if _loads(r, buf) else r
 
@@ -305,7 +304,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         c0.division = division
         try:
             p = _replan(p, m, c0, memo)
-        except (SchedulingError, LxFull, EmulatorError):
+        except DoesNotFit:
             return None
     # A later kernel that writes the buffer ends the held copy's validity (and
     # the first store is then still needed for what that kernel does not write).
@@ -360,7 +359,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         for opt in options:
             try:
                 r = _replan(q, m, opt, memo)
-            except (SchedulingError, LxFull, EmulatorError):
+            except DoesNotFit:
                 continue
             if not _loads(r, buf):
                 trial[j], trial_cons[j] = r, opt
@@ -395,7 +394,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
                 rc.reserved[c].append((h.addr, h.addr + (h.hi - h.lo) * isz))
             trial[x] = _replan(progs[x], m, rc, memo)  # type: ignore[arg-type]
             trial_cons[x] = rc
-    except (SchedulingError, LxFull, EmulatorError):
+    except DoesNotFit:
         return None
     changed = [x for x in range(i, last + 1) if trial[x] is not progs[x]]
     new_times = {x: (memo.sim(trial[x], m) if memo else _sim(trial[x], m)) for x in changed}  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 import sympy
 
-from spyre_adapter.model.machine_spec import DoesNotFitError
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_shims.reference import KernelFault
 
 __all__ = ["size_bucket", "bucket_of", "sizes_key", "BucketChoices"]
@@ -55,7 +55,7 @@ class BucketChoices(Generic[T]):
                 self._choices.clear()
             try:
                 self._choices[key] = plan_at_bucket()
-            except (DoesNotFitError, KernelFault):
+            except (DoesNotFit, KernelFault):
                 self._choices[key] = None
         return self._choices[key]
 

@@ -28,7 +28,7 @@ from spyre_shims.backend import FallbackWarning
 from spyre_shims.device import eager_op_counts, host_view, registered_device
 from spyre_shims.runtime import capture_graphs
 
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import current
 from spyre_adapter.harness.on_device import announced_fallbacks
 
 PASS = "pass"

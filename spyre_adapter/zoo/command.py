@@ -18,14 +18,14 @@ from rich.table import Table
 from spyre_shims.device import eager_op_counts
 
 from spyre_adapter.backend import compiler
-from spyre_adapter.backend.context import current, set_machine
+from spyre_adapter.backend.session import current, set_machine
 from spyre_adapter.harness.console import Stages, make_console
 from spyre_adapter.harness.on_device import announced_fallbacks
 from spyre_adapter.harness.timing import median_time
 from spyre_adapter.harness.usage import ArgError, UsageError
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.isa import listing
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.zoo import blocks as models
 from spyre_adapter.zoo.config import is_hf, sizes_of
@@ -202,7 +202,7 @@ def machine_limit(exc: BaseException) -> str | None:
     """The hardware limit behind ``exc`` (also when Inductor wrapped it), if any."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, DoesNotFitError) or (
+        if isinstance(seen, DoesNotFit) or (
                 isinstance(seen, EmulatorError) and seen.kind in ("allocation over capacity", "per-core span exceeded")):
             return str(seen)
         seen = seen.__cause__ or seen.__context__

@@ -37,7 +37,7 @@ from spyre_shims.compilation import CompileCounts, count_compiles
 from spyre_shims.device import eager_op_counts
 from spyre_shims.runtime import reset_compiled
 
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import current
 from spyre_adapter.backend.spyre import current_machine
 from spyre_adapter.harness.memory import available_bytes
 from spyre_adapter.harness.on_device import announced_fallbacks

@@ -10,7 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spyre_adapter.backend import attention
+from spyre_adapter.backend.session import current
+from spyre_adapter.backend import attention as device_attention
+from spyre_adapter.scheduler import attention
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
@@ -22,6 +24,7 @@ from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_shims.kernels import registered_kernels
 from spyre_shims.runtime import capture_graphs, reset_compiled
+from spyre_adapter.scheduler.kinds import work_of
 
 
 def _qkv(b: int, h: int, lq: int, lk: int, d: int, dtype: torch.dtype) -> list[torch.Tensor]:
@@ -31,7 +34,7 @@ def _qkv(b: int, h: int, lq: int, lk: int, d: int, dtype: torch.dtype) -> list[t
 
 def _compiled(fn, args, generic: bool = False):
     reset_compiled()
-    ctx = attention.generic_path() if generic else contextlib.nullcontext()
+    ctx = current().generic_path() if generic else contextlib.nullcontext()
     with ctx, capture_graphs() as graphs:
         out = torch.compile(lambda *a: fn(*a), dynamic=False)(*[a.to("spyre") for a in args]).cpu()
     return out, [k for g in graphs for k in g.kernels], [f for g in graphs for f in g.fallbacks]
@@ -63,7 +66,7 @@ def test_the_executed_program_is_the_attention(cores: int) -> None:
     p = attention.plan(s, m, 0.3)
     out = torch.empty(2, 2, 130, 16)
     execute(p, {"q": q.reshape(-1), "k": k.reshape(-1), "v": v.reshape(-1), "out": out.view(-1)}, Card(m))
-    torch.testing.assert_close(out, attention.reference(q, k, v, True, 0.3), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out, device_attention.reference(q, k, v, True, 0.3), atol=1e-5, rtol=1e-5)
 
 
 def test_calls_the_kernel_does_not_handle_take_the_generic_path(report) -> None:
@@ -92,7 +95,7 @@ def test_registration_is_through_the_stable_api() -> None:
     assert spec.qualname == "shim_kernels::attention"
     # on the CPU the custom op computes the reference
     q, k, v = _qkv(1, 1, 8, 8, 4, torch.float32)
-    torch.testing.assert_close(spec.op(q, k, v, True, 1 / math.sqrt(4)), attention.reference(q, k, v, True, 0.5))
+    torch.testing.assert_close(spec.op(q, k, v, True, 1 / math.sqrt(4)), device_attention.reference(q, k, v, True, 0.5))
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -110,7 +113,7 @@ def test_kernel_reads_every_kv_block_it_uses(causal: bool, cores: int) -> None:
         assert p.plan.kv_resident and k_read == s.heads * head
     assert k_read >= s.heads * head
     tl = timing.simulate(p, m)
-    assert metrics.compute(p, tl, m, compulsory_bytes(p.kernel, None, {}), 0).rho >= 1.0
+    assert metrics.compute(p, tl, m, compulsory_bytes(p.kernel, None, {}), 0, work_of(p.kernel)).rho >= 1.0
 
 
 def test_the_recorded_call_plans_as_the_hand_written_program() -> None:

@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="transformers is the `hf` extra")
 
 from spyre_adapter.cli.main import main  # noqa: E402
 from spyre_adapter.zoo.hf import FAMILIES, HFOptions, build_model, make_config, run_hf  # noqa: E402
-from spyre_adapter.backend.report import REPORT  # noqa: E402
+from spyre_adapter.backend.session import current  # noqa: E402
 
 TINY = {"hidden": 32, "intermediate": 64, "heads": 4, "kv_heads": 2, "layers": 1, "vocab": 128}
 
@@ -50,7 +50,7 @@ def test_autocast_decode_logits_within_tolerance(family: str, dtype: str) -> Non
     assert r["fallbacks"] == [] and r["compile"]["recompiles"] <= 2
     assert r["steps_compared"] >= 1 and r["passed"], r
     want = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-    mm_dtypes = {b.dtype for g in REPORT.graphs for k in g.kernels if not hasattr(k, "kernels") for b in k.inputs}
+    mm_dtypes = {b.dtype for g in current().report.graphs for k in g.kernels if not hasattr(k, "kernels") for b in k.inputs}
     assert str(want).removeprefix("torch.") in mm_dtypes
     assert 0 < r["max_abs_logit_error"] <= r["atol"]
 

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from tests.support import kernels as K
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.backend.context import use_machine
+from spyre_adapter.backend.session import use_machine
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model import timing
 from spyre_adapter.model.program import DmaLoad, DmaStore
@@ -142,7 +142,7 @@ def test_identical_layers_are_replanned_once_and_alike() -> None:
     """Two layers of the same structure (other buffer names): with the backend's
     program cache the second layer's re-plans are cache hits, and both layers
     get the same decisions, with programs that name their own buffers."""
-    from spyre_adapter.backend.context import ProgramCache
+    from spyre_adapter.scheduler.cache import ProgramCache
     layer1 = [K.add(256, 512, out="c"), K.scale(256, 512, "c", "d")]
     layer2 = [K.add(256, 512, out="e"), K.scale(256, 512, "e", "f")]
     cache = ProgramCache()

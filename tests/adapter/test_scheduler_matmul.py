@@ -8,7 +8,7 @@ import torch
 
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.model.machine import DEFAULT, Machine
-from spyre_adapter.model.machine_spec import DoesNotFitError
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.harness.on_device import run_compiled
 from spyre_adapter.scheduler.matmul import candidates, choose, plan_matmul, rank, shape_of
 from spyre_shims.runtime import reset_compiled
@@ -51,7 +51,7 @@ def test_max_cores_and_the_even_split_baseline() -> None:
 
 def test_a_matmul_no_tiling_fits_is_refused() -> None:
     tiny = DEFAULT.replace(lx_bytes=4096, lx_usable_bytes=2048)
-    with pytest.raises(DoesNotFitError):
+    with pytest.raises(DoesNotFit):
         choose(shape_of(K.mm(64, 4096, 4096), {}), tiny)
 
 

@@ -14,11 +14,13 @@ from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model import timing
+from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.program import DmaLoad, RingRecv, RingSend
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
 from spyre_adapter.scheduler.loops import Division, plan_group
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
+from spyre_adapter.scheduler.kinds import work_of
 
 
 def _programs(fn, *args, m: Machine = DEFAULT):
@@ -39,7 +41,7 @@ def _programs(fn, *args, m: Machine = DEFAULT):
 
 def _rho(p, k, m: Machine = DEFAULT) -> float:
     tl = timing.simulate(p, m)
-    return metrics.compute(p, tl, m, compulsory_bytes(k, None, {}), 0).rho
+    return metrics.compute(p, tl, m, compulsory_bytes(k, None, {}), 0, work_of(k)).rho
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -132,7 +134,7 @@ def test_a_fallback_grid_program_that_cannot_finish_is_refused(monkeypatch: pyte
 
     monkeypatch.setattr(loops, "_build_grid", stuck)
     m = DEFAULT.replace(span_bytes_per_core=4 << 20)
-    with pytest.raises(loops.SchedulingError, match="grid"):
+    with pytest.raises(DoesNotFit, match="grid"):
         plan_group(K.transpose_copy(63, 64, 769), m, {}, "transpose")
 
 
@@ -187,7 +189,7 @@ def test_compulsory_bytes_come_from_the_kernel_not_the_program() -> None:
 
 def test_flash_attention_program_beats_the_generic_path_on_traffic() -> None:
     q, k, v = (torch.randn(1, 4, 256, 64).half() for _ in range(3))
-    from spyre_adapter.backend import attention
+    from spyre_adapter.scheduler import attention
 
     s = attention.shape_of(q.shape, k.shape, v.shape, True, "float16")
     p = attention.plan(s, DEFAULT)

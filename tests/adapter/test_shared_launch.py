@@ -7,6 +7,7 @@ semantics here)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import sympy
@@ -14,14 +15,13 @@ import torch
 
 from tests.support import kernels as K
 from spyre_adapter.backend.spyre import plan_launch
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import Session, current
 from spyre_adapter.emulator import executor
 from spyre_adapter.emulator.executable import Executable
-from spyre_adapter.emulator.executor import Card
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.model.traffic import compulsory_bytes
-from spyre_adapter.backend.report import DeviceReport
+from spyre_adapter.model.kinds import kind_of
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
 from spyre_shims.reference import run_kernel
@@ -57,12 +57,12 @@ def _launch(exe: Executable, bufs: dict[str, torch.Tensor], sizes: dict[sympy.Sy
             torch.testing.assert_close(bufs[b.name], want[b.name], rtol=0, atol=0)
 
 
-def _two_layers(one: KernelGroup, names: dict[str, str]) -> tuple[Executable, Executable, DeviceReport]:
+def _two_layers(one: KernelGroup, names: dict[str, str]) -> tuple[Executable, Executable, Any]:
     """``one`` and a copy with its buffers renamed (``names``), as two layers on one card."""
     two = K.renamed(one, names, one.name + "2")
-    card, report = Card(DEFAULT), DeviceReport()
-    e1, e2 = (Executable(k, DEFAULT, plan_launch, card, report) for k in (one, two))
-    return e1, e2, report
+    session = Session(DEFAULT)
+    e1, e2 = (Executable(k, kind_of(k), plan_launch, lambda: session) for k in (one, two))
+    return e1, e2, session.report
 
 
 _ROWS = {"a": "x2", "w": "w2", "out": "y2"}
@@ -76,7 +76,7 @@ def test_layers_share_the_first_layer_s_checked_program_and_its_recording(checke
     _launch(e1, K.sized_buffers(one, sizes, seed=1), sizes)
     _launch(e2, K.sized_buffers(two, sizes, seed=2), sizes)
     assert checked_launches == ["rows_times_row"]  # layer 2's first launch is one more launch of the program
-    p1, p2 = e1.planned(sizes), e2.planned(sizes)
+    p1, p2 = e1.plan(DEFAULT, sizes), e2.plan(DEFAULT, sizes)
     assert p1.runs is p2.runs and p1.state is p2.state and p1.state is not None
     assert {i.src.buffer for c in p2.program.cores for i in c.instrs if hasattr(i, "src") and
             hasattr(i.src, "buffer")} <= {"x2", "w2"}  # what reports show names layer 2's buffers

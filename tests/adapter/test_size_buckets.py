@@ -92,14 +92,16 @@ def test_a_kernel_no_program_fits_at_its_run_time_sizes_runs_on_the_host_announc
     """Known only at launch: the reference semantics run on the host, with a
     fallback warning naming the kernel and the sizes (once per size), instead
     of an error deep inside the model's forward."""
+    from spyre_adapter.backend.session import Session
     from spyre_adapter.backend.spyre import plan
     from spyre_adapter.emulator.executable import Executable
-    from spyre_adapter.backend.report import DeviceReport
+    from spyre_adapter.model.kinds import kind_of
     from spyre_shims.backend import FallbackWarning
 
     tiny = DEFAULT.replace(lx_usable_bytes=256)  # not even one stick per operand, double-buffered
     kernel = K.rows_times_row(256)
-    exe = Executable(kernel, tiny, plan, Card(tiny), DeviceReport())
+    session = Session(tiny)
+    exe = Executable(kernel, kind_of(kernel), plan, lambda: session)
     for rows, warned in ((40, True), (40, False), (70, True)):
         sizes = {K.S0: rows}
         got = K.sized_buffers(kernel, sizes, seed=rows)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from spyre_adapter.backend.context import current
+from spyre_adapter.backend.session import current
 from spyre_adapter.harness.on_device import run_compiled
 
 

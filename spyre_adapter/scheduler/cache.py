@@ -1,29 +1,24 @@
-"""The emulated card a process runs on: the machine model, the card's LX state,
-the device report and the cache of planned programs - one object, passed to
-what plans and runs kernels (no module keeps machine state of its own)."""
+"""The cache of planned programs, by kernel *structure*: identical kernels (every
+layer of a model) are planned once per machine and run-time sizes, and share
+what depends on their program alone (see :meth:`ProgramCache.shared`)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
-import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from spyre_shims import kernel_ir as kir
 
-from spyre_adapter.backend.report import REPORT, DeviceReport
-from spyre_adapter.emulator.executor import Card
 from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.structure import buffer_names, structure_text
 
-__all__ = ["DeviceContext", "current", "current_machine", "use_machine", "set_machine"]
+__all__ = ["ProgramCache"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -90,48 +85,3 @@ class ProgramCache:
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
-
-
-class DeviceContext:
-    """Everything about the emulated device one process uses."""
-
-    def __init__(self, machine: Machine) -> None:
-        self.machine = machine
-        self.card = Card(machine)
-        self.report: DeviceReport = REPORT
-        self.programs = ProgramCache()
-
-    def set_machine(self, m: Machine) -> None:
-        """Plan and emulate on ``m`` from now on (a fresh card for it)."""
-        if m != self.machine:
-            self.machine = m
-            self.card = Card(m)
-
-
-_CONTEXT = DeviceContext(Machine.from_spec(os.environ.get("SPYRE_MACHINE")))
-
-
-def current() -> DeviceContext:
-    """The device context of this process."""
-    return _CONTEXT
-
-
-def current_machine() -> Machine:
-    """The machine kernels are planned for and emulated on."""
-    return _CONTEXT.machine
-
-
-def set_machine(m: Machine) -> None:
-    """Plan and emulate on ``m`` from now on."""
-    _CONTEXT.set_machine(m)
-
-
-@contextlib.contextmanager
-def use_machine(m: Machine) -> Iterator[Machine]:
-    """Plan and emulate on ``m`` inside the block (what-if studies)."""
-    old_m, old_card = _CONTEXT.machine, _CONTEXT.card
-    _CONTEXT.set_machine(m)
-    try:
-        yield m
-    finally:
-        _CONTEXT.machine, _CONTEXT.card = old_m, old_card

@@ -1,0 +1,43 @@
+"""The session is the one place the device keeps state: two sessions in one
+process, on two machines, run the same compiled model and share nothing."""
+
+from __future__ import annotations
+
+import torch
+
+from spyre_adapter.backend.session import Session, activate, current
+from spyre_adapter.model.machine import Machine
+
+
+def test_two_sessions_on_two_machines_share_nothing() -> None:
+    a = Session(Machine.from_spec("cores=8"))
+    b = Session(Machine.from_spec("cores=4,lx_kib=512"))
+    f = torch.compile(lambda x, w: torch.softmax(x @ w, -1) * 2)
+    x, w = torch.randn(64, 256), torch.randn(256, 128)
+    want = torch.softmax(x @ w, -1) * 2
+    with activate(a):
+        assert current() is a
+        got_a = f(x.to("spyre"), w.to("spyre")).cpu()
+    launches_a = a.report.launch_count
+    with activate(b):
+        got_b = f(x.to("spyre"), w.to("spyre")).cpu()
+    assert current() is not a and current() is not b
+    torch.testing.assert_close(got_a, want, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(got_b, want, rtol=1e-3, atol=1e-3)
+    # each session's launches are in its own report, run on its own card, planned for its own machine
+    assert launches_a > 0 and a.report.launch_count == launches_a and b.report.launch_count == launches_a
+    assert a.card is not b.card and a.card.lx.shape == (8, 2 << 20) and b.card.lx.shape == (4, 512 << 10)
+    assert max(r["cores"] for r in a.report.per_kernel()) > 4
+    assert max(r["cores"] for r in b.report.per_kernel()) <= 4
+    assert a.programs is not b.programs
+
+
+def test_what_if_machines_are_scoped_to_the_session() -> None:
+    s = Session(Machine.from_spec("cores=8"))
+    card = s.card
+    with s.use_machine(Machine.from_spec("cores=2")) as m:
+        assert s.machine is m and s.card is not card and s.card.lx.shape[0] == 2
+    assert s.machine.cores == 8 and s.card is card
+    with s.generic_path():
+        assert not s.handwritten
+    assert s.handwritten
