@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 
 import pytest
-
 import torch  # noqa: F401  (registers the "spyre" device through the torch.backends entry point)
 
 import spyre_adapter
 
 spyre_adapter.register()  # when autoload is off
 
-from spyre_adapter.backend.session import current
 from spyre_shims.runtime import reset_compiled
+
+from spyre_adapter.backend.session import current
 
 
 @pytest.fixture

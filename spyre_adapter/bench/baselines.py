@@ -38,7 +38,7 @@ from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes
 from spyre_adapter.scheduler.kinds import work_of
 from spyre_adapter.scheduler.loops import Division, model_group, plan_group
-from spyre_adapter.scheduler.matmul import MatmulShape, cost, Grid, plan_grid, plan_matmul, shape_of
+from spyre_adapter.scheduler.matmul import Grid, MatmulShape, cost, plan_grid, plan_matmul, shape_of
 
 __all__ = ["lx_even_split", "even_split_grid", "torch_spyre_split", "torch_spyre_rules", "gemm_baseline_row"]
 

@@ -117,8 +117,9 @@ def _hf(layers: int) -> tuple[Any, Any]:
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement (runs in its own process)."""
-    import torch
     import warnings
+
+    import torch
     warnings.simplefilter("ignore")
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[spec.get("dtype", "fp32")]
     kind, model_name = spec["kind"], spec["model"]

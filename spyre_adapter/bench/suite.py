@@ -60,7 +60,6 @@ from spyre_adapter.workloads.runner import CompiledCache, run_case
 from spyre_adapter.workloads.spec import load
 from spyre_adapter.zoo import blocks as models
 
-
 #: Llama-3.1-8B (hidden 4096, 32 heads, 8 KV heads, intermediate 14336) and
 #: granite-3.3-8b (intermediate 12800) projections, prefill (2048 tokens) and
 #: decode (12 tokens, as in the real-model workload files).

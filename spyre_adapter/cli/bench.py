@@ -9,7 +9,6 @@ from spyre_adapter.cli.argcheck import int_range, output_file
 from spyre_adapter.cli.run import machine_argument
 from spyre_adapter.cli.workloads import workload_file
 
-
 #: The benchmark's sections in the order they run (``spyre_adapter.bench.suite.SECTIONS``).
 SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration", "reference", "mutants", "speed")
 

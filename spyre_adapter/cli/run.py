@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from spyre_adapter.cli.argcheck import ArgError, existing_file, float_range, int_range, one_of, output_file

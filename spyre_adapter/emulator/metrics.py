@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.timing import Timeline

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from spyre_shims.kernel_ir import LoopKernel
 
 from spyre_adapter.model import isa

@@ -11,7 +11,6 @@ import warnings
 from pathlib import Path
 
 import spyre_adapter
-
 from spyre_adapter.opinfo.corpus import Item
 from spyre_adapter.opinfo.expectations import load
 

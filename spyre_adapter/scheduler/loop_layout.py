@@ -36,7 +36,6 @@ from spyre_adapter.model.program import (AddrGen, Box, DmaGather, DmaLoad, Opera
 from spyre_adapter.scheduler.analysis import _mask_bounds, boxes
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView
 
-
 __all__ = ["LoopDivision", "Hold", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Placement", "CoreState", "Window"]
 
 

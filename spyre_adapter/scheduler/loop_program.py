@@ -44,7 +44,7 @@ from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CoreProgram, DmaScatter, DmaStore, LoopPlan,
                                          Operand, Program, Region, Resident, RingRecv, RingSend, Vec, itemsize)
 from spyre_adapter.scheduler.analysis import boxes
-from spyre_adapter.scheduler.loop_layout import (Hold, LoopDivision, NeedsPhases, Placement, CoreState, Window,
+from spyre_adapter.scheduler.loop_layout import (CoreState, Hold, LoopDivision, NeedsPhases, Placement, Window,
                                                  chunk_bounds, row_ranges, split_box)
 from spyre_adapter.scheduler.lx_alloc import SlotView, allocate
 

@@ -16,11 +16,10 @@ from collections.abc import Mapping, Sequence
 
 import sympy
 
-from spyre_shims.kernel_ir import ExternKernel
-from spyre_shims.reference import concrete
-
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
+from spyre_shims.kernel_ir import ExternKernel
+from spyre_shims.reference import concrete
 
 from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine

@@ -13,8 +13,9 @@ from typing import Generic, TypeVar
 
 import sympy
 
-from spyre_adapter.model.errors import DoesNotFit
 from spyre_shims.reference import KernelFault
+
+from spyre_adapter.model.errors import DoesNotFit
 
 __all__ = ["size_bucket", "bucket_of", "sizes_key", "BucketChoices"]
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 
 import spyre_adapter
-
 from spyre_adapter.workloads.output import document, print_peaks, print_table
 from spyre_adapter.workloads.runner import run_files
 

@@ -12,7 +12,6 @@ from typing import Any
 import yaml
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Defaults:
     dtype: str = "fp16"

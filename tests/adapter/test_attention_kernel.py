@@ -10,20 +10,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spyre_adapter.backend.session import current
+from spyre_shims.kernels import registered_kernels
+from spyre_shims.runtime import capture_graphs, reset_compiled
+
 from spyre_adapter.backend import attention as device_attention
-from spyre_adapter.scheduler import attention
+from spyre_adapter.backend.session import current
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model import timing
-from spyre_adapter.model.program import DmaLoad
 from spyre_adapter.model.isa import with_buffers
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.model.program import DmaLoad
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
-from spyre_shims.kernels import registered_kernels
-from spyre_shims.runtime import capture_graphs, reset_compiled
+from spyre_adapter.scheduler import attention
 from spyre_adapter.scheduler.kinds import work_of
 
 

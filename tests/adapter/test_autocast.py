@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from spyre_shims.amp import autocast_policy
+
 from spyre_adapter.harness.on_device import run_compiled
 
 

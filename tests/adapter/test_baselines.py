@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from tests.support import kernels as K
+
 from spyre_adapter.bench import baselines
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.model.machine import DEFAULT

@@ -11,8 +11,8 @@ import pytest
 import torch
 from rich.console import Console
 
-from spyre_adapter.bench import suite as bench
 from spyre_adapter.bench import calibration as cal
+from spyre_adapter.bench import suite as bench
 from spyre_adapter.bench import torch_spyre as rm
 from spyre_adapter.model.machine import DEFAULT
 
@@ -96,8 +96,9 @@ def test_a_wrong_program_does_not_match_its_reference() -> None:
     """execute_row compares with the kernel's semantics: a program whose B loads
     read the wrong rows gives wrong numbers, and the row says so."""
     import dataclasses
-    from spyre_adapter.bench import checks as bench_checks
+
     from spyre_adapter.backend.spyre import plan
+    from spyre_adapter.bench import checks as bench_checks
     from spyre_adapter.model.program import DmaLoad
 
     kernel = bench.gemm_kernel("g", 128, 128, 256)

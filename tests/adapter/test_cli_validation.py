@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.workloads import TINY_WORKLOAD
+
 from spyre_adapter.cli import main as cli
-from spyre_adapter.zoo import config as model_config
-from spyre_adapter.zoo import blocks as models
 from spyre_adapter.cli import opinfo as opinfo_cli
 from spyre_adapter.opinfo import corpus
-from tests.support.workloads import TINY_WORKLOAD
+from spyre_adapter.zoo import blocks as models
+from spyre_adapter.zoo import config as model_config
 
 #: (id, argv, fragments the one line must contain: the argument, the value, what is accepted).
 ROWS: list[tuple[str, list[str], list[str]]] = [

@@ -9,13 +9,14 @@ import random
 import pytest
 import torch
 
+from tests.support import kernels as K
+
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Region
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.model.traffic import region_stick_set, region_sticks
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul
-from tests.support import kernels as K
 
 
 def _elements(r: Region) -> torch.Tensor:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from spyre_shims.backend import FallbackWarning
+
 from spyre_adapter.harness.on_device import announced_fallbacks
 
 

@@ -9,17 +9,18 @@ import dataclasses
 import pytest
 import torch
 
+from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import executor, lx_memory
 from spyre_adapter.emulator.executor import Card, Replay, execute
-from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.isa import listing
+from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,
                                          RingRecv, from_json, to_json)
 from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.scheduler.loops import Division, plan_group
-from spyre_shims.reference import run_kernel
 
 
 def _replace_instr(p, core, index, new):
@@ -185,6 +186,7 @@ def test_a_missing_barrier_is_an_unordered_dram_access() -> None:
     """A group that runs in phases (a transposed read of a value the group wrote)
     orders its cores with barriers; dropping one is caught."""
     import sympy
+
     from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
 
     n = 128
@@ -243,6 +245,7 @@ def test_unchecked_runs_match_the_checked_run_on_ring_sharing_matmuls(dtype: tor
     """Steady-state launches skip the LX checks and merge steps (deferred PE
     chains, batched receives): same program, same numbers as the checked launch."""
     from spyre_shims import kernel_ir as kir
+
     from spyre_adapter.model.buffer_specs import contiguous_buffer
     from spyre_adapter.model.program import RingRecv
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from packaging.version import Version
 
-from tests.support.compare import assert_matches_eager
 from spyre_shims._torch import version as shim_version
 from spyre_shims.errors import UnsupportedTorchError
+from tests.support.compare import assert_matches_eager
 
 
 def test_kernel_the_backend_cannot_compile_falls_back_visibly(report) -> None:

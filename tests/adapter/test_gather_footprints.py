@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import torch
 
+from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
 from spyre_adapter.scheduler.analysis import access_footprint
-from spyre_shims.reference import run_kernel
 
 
 def _inputs(rows: int, cols: int, seed: int) -> dict[str, torch.Tensor]:

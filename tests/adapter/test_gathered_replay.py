@@ -14,14 +14,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spyre_shims.kernel_ir import BufferSpec, ExternKernel
+from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import regroup
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import DEFAULT
-from spyre_shims.kernel_ir import BufferSpec, ExternKernel
-from spyre_shims.reference import run_kernel
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,9 +13,9 @@ import torch
 # The `hf` extra (CI and the README install it; the per-release compat sessions do not).
 pytest.importorskip("transformers", reason="transformers is the `hf` extra")
 
+from spyre_adapter.backend.session import current  # noqa: E402
 from spyre_adapter.cli.main import main  # noqa: E402
 from spyre_adapter.zoo.hf import FAMILIES, HFOptions, build_model, make_config, run_hf  # noqa: E402
-from spyre_adapter.backend.session import current  # noqa: E402
 
 TINY = {"hidden": 32, "intermediate": 64, "heads": 4, "kv_heads": 2, "layers": 1, "vocab": 128}
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from spyre_adapter.backend.spyre import PayloadError, SpyreBackend, plan, read_payload
-from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.model.program import ProgramFormatError, from_json, to_json
 from spyre_shims import kernel_ir as kir
 from spyre_shims.jsonform import FormatError
 from tests.support import kernels as K
+
+from spyre_adapter.backend.spyre import PayloadError, SpyreBackend, plan, read_payload
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.model.program import ProgramFormatError, from_json, to_json
 
 CODE = "__import__('os').system('touch {mark}') or Integer(0)"
 

@@ -12,6 +12,7 @@ import sympy
 
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
+
 from spyre_adapter.emulator import steps
 from spyre_adapter.model import isa
 from spyre_adapter.model import program as prog

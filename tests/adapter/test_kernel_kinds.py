@@ -10,6 +10,10 @@ import pytest
 import sympy
 import torch
 
+from spyre_shims.errors import UnsupportedKernelError
+from spyre_shims.kernel_ir import ExternKernel
+from tests.support import kernels as K
+
 from spyre_adapter.backend.session import Session, activate, current
 from spyre_adapter.backend.spyre import SpyreBackend, plan, plan_launch, supported_kind
 from spyre_adapter.emulator.executable import Executable
@@ -19,9 +23,6 @@ from spyre_adapter.model.kinds import MATMUL_OPS, KernelKind, kind_of, kinds, re
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import CoreProgram, DmaLoad, DmaStore, LoopPlan, Lx, Program, Region
 from spyre_adapter.scheduler.kinds import ATTENTION, LOOPS, MATMUL
-from spyre_shims.errors import UnsupportedKernelError
-from spyre_shims.kernel_ir import ExternKernel
-from tests.support import kernels as K
 
 
 def test_the_built_in_kinds_take_their_kernels() -> None:

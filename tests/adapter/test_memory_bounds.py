@@ -13,7 +13,10 @@ import torch
 
 from spyre_shims import reference
 from spyre_shims.device import host_view
-from spyre_adapter.workloads import builders, differential as diff, spec
+
+from spyre_adapter.workloads import builders
+from spyre_adapter.workloads import differential as diff
+from spyre_adapter.workloads import spec
 from spyre_adapter.workloads.runner import run_files
 
 

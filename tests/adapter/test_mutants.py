@@ -7,13 +7,14 @@ from collections import Counter
 
 import torch
 
-from tests.support import kernels as K
-from spyre_adapter.zoo import blocks as models
-from spyre_adapter.backend.spyre import plan
-from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
 from spyre_shims import kernel_ir as kir
 from spyre_shims.runtime import capture_graphs, reset_compiled
+from tests.support import kernels as K
+
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.zoo import blocks as models
 
 
 def _block_kernels() -> list:

@@ -5,11 +5,10 @@ journal/crash handling, the summary; and the committed full summary
 from __future__ import annotations
 
 import json
-
-import torch
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from spyre_adapter.opinfo import corpus, expectations, parallel, summary

@@ -17,8 +17,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spyre_adapter.workloads import differential as diff
 from spyre_shims.runtime import reset_compiled
+
+from spyre_adapter.workloads import differential as diff
 
 EXAMPLES = int(os.environ.get("SPYRE_PROPERTY_EXAMPLES", "10"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize="SPYRE_PROPERTY_EXAMPLES" not in os.environ,

@@ -12,14 +12,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import grouping, regroup
 from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import DmaLoad, DmaStore, Lx, Region, RingRecv, RingSend
 from spyre_adapter.model.rules import EmulatorError
-from spyre_shims.reference import run_kernel
 
 X = Lx.dense(0, "float32", (32,))
 Y = Lx.dense(4096, "float32", (32,))

@@ -10,14 +10,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import replay as rp
-from spyre_adapter.emulator.executor import Card, Replay, execute
-from spyre_adapter.emulator import steps
-from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.model.program import Region
 from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.emulator import replay as rp
+from spyre_adapter.emulator import steps
+from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.model.program import Region
 
 
 @settings(max_examples=40, deadline=None)

@@ -4,22 +4,22 @@ checks when it runs them."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from spyre_shims import kernel_ir as kir
+from spyre_shims.runtime import capture_graphs
 from tests.support import kernels as K
+
+from spyre_adapter.backend.session import use_machine
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.backend.session import use_machine
-from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model import timing
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import DmaLoad, DmaStore
 from spyre_adapter.model.rules import EmulatorError
 from spyre_adapter.scheduler.residency import plan_residency
-from spyre_shims import kernel_ir as kir
-from spyre_shims.runtime import capture_graphs
-
-import pytest
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

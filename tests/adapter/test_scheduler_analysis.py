@@ -8,8 +8,9 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spyre_adapter.scheduler.analysis import analyse, boxes
 from tests.support import kernels as K
+
+from spyre_adapter.scheduler.analysis import analyse, boxes
 
 
 def _dtypes(group) -> dict[str, str]:  # type: ignore[no-untyped-def]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapter.backend.spyre import plan
-from spyre_adapter.model.machine import DEFAULT, Machine
-from spyre_adapter.model.errors import DoesNotFit
-from spyre_adapter.harness.on_device import run_compiled
-from spyre_adapter.scheduler.matmul import candidates, choose, plan_matmul, rank, shape_of
 from spyre_shims.runtime import reset_compiled
 from tests.support import kernels as K
+
+from spyre_adapter.backend.spyre import plan
+from spyre_adapter.harness.on_device import run_compiled
+from spyre_adapter.model.errors import DoesNotFit
+from spyre_adapter.model.machine import DEFAULT, Machine
+from spyre_adapter.scheduler.matmul import candidates, choose, plan_matmul, rank, shape_of
 
 
 @pytest.mark.parametrize("shape", [(64, 64, 64), (200, 300, 500), (256, 1024, 384), (12, 4096, 1024)])

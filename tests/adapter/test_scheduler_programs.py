@@ -8,19 +8,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from spyre_shims import kernel_ir as kir
+from spyre_shims.runtime import capture_graphs, reset_compiled
 from tests.support import kernels as K
+
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.emulator import metrics
 from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model import timing
 from spyre_adapter.model.errors import DoesNotFit
+from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import DmaLoad, RingRecv, RingSend
 from spyre_adapter.model.traffic import compulsory_bytes, region_sticks
-from spyre_adapter.scheduler.loops import Division, plan_group
-from spyre_shims import kernel_ir as kir
-from spyre_shims.runtime import capture_graphs, reset_compiled
 from spyre_adapter.scheduler.kinds import work_of
+from spyre_adapter.scheduler.loops import Division, plan_group
 
 
 def _programs(fn, *args, m: Machine = DEFAULT):
@@ -121,6 +122,7 @@ def test_a_fallback_grid_program_that_cannot_finish_is_refused(monkeypatch: pyte
     out: one whose ring transfers deadlock (a planted receive nobody sends to)
     ends in a scheduling error naming the grid, never a program that hangs."""
     import dataclasses
+
     from spyre_adapter.model.program import Lx
     from spyre_adapter.scheduler import loops
 

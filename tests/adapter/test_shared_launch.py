@@ -13,18 +13,19 @@ import pytest
 import sympy
 import torch
 
-from tests.support import kernels as K
-from spyre_adapter.backend.spyre import plan_launch
-from spyre_adapter.backend.session import Session, current
-from spyre_adapter.emulator import executor
-from spyre_adapter.emulator.executable import Executable
-from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.model.rules import EmulatorError
-from spyre_adapter.model.traffic import compulsory_bytes
-from spyre_adapter.model.kinds import kind_of
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, KernelGroup, LoopKernel, Ref
 from spyre_shims.reference import run_kernel
+from tests.support import kernels as K
+
+from spyre_adapter.backend.session import Session, current
+from spyre_adapter.backend.spyre import plan_launch
+from spyre_adapter.emulator import executor
+from spyre_adapter.emulator.executable import Executable
+from spyre_adapter.model.kinds import kind_of
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.model.rules import EmulatorError
+from spyre_adapter.model.traffic import compulsory_bytes
 
 
 @pytest.fixture(autouse=True)

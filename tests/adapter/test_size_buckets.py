@@ -9,13 +9,14 @@ import warnings
 import pytest
 import torch
 
+from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
+
 from spyre_adapter.emulator.executor import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
-from spyre_adapter.scheduler.size_buckets import size_bucket
 from spyre_adapter.scheduler.matmul import plan_matmul
-from spyre_shims.reference import run_kernel
+from spyre_adapter.scheduler.size_buckets import size_bucket
 
 
 def test_sizes_round_up_to_a_power_of_two() -> None:
@@ -92,11 +93,12 @@ def test_a_kernel_no_program_fits_at_its_run_time_sizes_runs_on_the_host_announc
     """Known only at launch: the reference semantics run on the host, with a
     fallback warning naming the kernel and the sizes (once per size), instead
     of an error deep inside the model's forward."""
+    from spyre_shims.backend import FallbackWarning
+
     from spyre_adapter.backend.session import Session
     from spyre_adapter.backend.spyre import plan
     from spyre_adapter.emulator.executable import Executable
     from spyre_adapter.model.kinds import kind_of
-    from spyre_shims.backend import FallbackWarning
 
     tiny = DEFAULT.replace(lx_usable_bytes=256)  # not even one stick per operand, double-buffered
     kernel = K.rows_times_row(256)

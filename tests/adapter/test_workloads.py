@@ -13,8 +13,11 @@ import pytest
 import torch
 
 from tests.support.compare import shared_workloads
-from spyre_adapter.workloads import builders, differential as diff, spec
+
 from spyre_adapter.cli.main import main as cli_main
+from spyre_adapter.workloads import builders
+from spyre_adapter.workloads import differential as diff
+from spyre_adapter.workloads import spec
 from spyre_adapter.workloads.literals import parse_literal
 from spyre_adapter.workloads.runner import run_files
 

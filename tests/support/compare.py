@@ -13,7 +13,6 @@ from torch.utils._pytree import tree_flatten
 from spyre_adapter.backend.session import current
 from spyre_adapter.harness.on_device import run_compiled
 
-
 #: Tolerances of device results against CPU eager, per dtype.
 TOLERANCES = {
     torch.float32: {"atol": 1e-4, "rtol": 1e-4},

@@ -9,15 +9,16 @@ from collections.abc import Mapping
 import sympy
 import torch
 
-from spyre_adapter.model.buffer_specs import contiguous_buffer
-from spyre_adapter.emulator.executor import Card, execute
-from spyre_adapter.model.machine import DEFAULT, Machine
-from spyre_adapter.model.program import Program
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, LoopKernel, Ref
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import run_kernel
+
+from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.model.buffer_specs import contiguous_buffer
+from spyre_adapter.model.machine import DEFAULT, Machine
+from spyre_adapter.model.program import Program
 
 I0, I1, I2, R0 = (sidx.index_symbol(n) for n in ("i0", "i1", "i2", "r0"))
 
