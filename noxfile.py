@@ -191,14 +191,21 @@ def opinfo(session: nox.Session) -> None:
     session.run("spyre-adapter", "opinfo", *session.posargs)
 
 
-def _shared_workload_files() -> list[str]:
-    """The real-model workload files: ``shared/workloads`` beside this checkout
-    (the first one going up; a git worktree sits one level deeper)."""
+def _shared(relative: str) -> Path | None:
+    """``shared/<relative>`` beside this checkout (the first one going up; a git
+    worktree sits one level deeper). The checkout's tooling looks; the installed
+    package never does."""
     for parent in ROOT.parents:
-        folder = parent / "shared" / "workloads"
+        folder = parent / "shared" / relative
         if folder.is_dir():
-            return sorted(str(p) for p in folder.glob("*.yaml") if p.name != "template.yaml")
-    return []
+            return folder
+    return None
+
+
+def _shared_workload_files() -> list[str]:
+    """The real-model workload files: ``shared/workloads`` beside this checkout."""
+    folder = _shared("workloads")
+    return sorted(str(p) for p in folder.glob("*.yaml") if p.name != "template.yaml") if folder is not None else []
 
 
 @nox.session(python=PYTHON, venv_backend="venv")
@@ -225,4 +232,6 @@ def bench(session: nox.Session) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     workloads = () if "--quick" in session.posargs or "--workloads" in session.posargs else (
         "--workloads", *_shared_workload_files())
-    session.run("spyre-adapter", "bench", "--json", str(out), *workloads, *session.posargs)
+    reference = _shared("reference/torch-spyre-cost-model")
+    named = ("--reference", str(reference)) if reference is not None and "--reference" not in session.posargs else ()
+    session.run("spyre-adapter", "bench", "--json", str(out), *workloads, *named, *session.posargs)

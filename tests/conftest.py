@@ -5,6 +5,7 @@ the suite also runs with autoload disabled."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch  # noqa: F401  (registers the "spyre" device through the torch.backends entry point)
@@ -31,5 +32,12 @@ def _fresh_dynamo():
     yield
 
 
+#: IBM's torch-spyre cost model beside the checkout (the package never searches for it:
+#: the folder holds code, run only from where it is named).
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "torch-spyre-cost-model"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    if REFERENCE.is_dir():
+        os.environ.setdefault("SPYRE_REFERENCE_DIR", str(REFERENCE))

@@ -9,7 +9,7 @@ other measurement is a held-out prediction, and errors are reported on those
 alone. There are few of them: two fit points and twelve predicted ones, from two
 published torch-spyre sources (:data:`SOURCES_CITED`).
 
-``python -m spyre_adapter.bench.calibration`` re-runs the fit, prints the table and the
+``spyre-adapter calibrate`` re-runs the fit, prints the table and the
 held-out errors and writes ``results/calibration/calibration.json``.
 """
 
@@ -20,7 +20,6 @@ import dataclasses
 import json
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul
 
 __all__ = ["Point", "POINTS", "FITTED", "ASSUMED", "CATEGORIES", "SOURCES_CITED", "kernel_ns", "calibration_rows",
-           "summary", "fit", "sensitivity", "main"]
+           "summary", "fit", "sensitivity", "command"]
 
 SP = ("torch-spyre docs/source/compiler/scratchpad_planning.md, 'Optimizations on softmax': median of 1000 runs "
       "after 200 warm-up runs, end to end")
@@ -304,23 +303,10 @@ def constant_table(machine: Machine = DEFAULT) -> list[dict[str, Any]]:
             for k, v in machine.to_dict().items()]
 
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m spyre_adapter.bench.calibration",
-                                 description="Fit the fitted machine constants on the fit points and report the "
-                                             "errors of the held-out predictions.")
-    ap.add_argument("--json", default="results/calibration/calibration.json",
-                    help="where to write the results (default: %(default)s)")
-    ap.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity to the assumed constants")
-    return ap
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the fit, print the table, write the JSON."""
-    args = _parser().parse_args(argv)
+def command(args: argparse.Namespace) -> int:
+    """``spyre-adapter calibrate`` (arguments checked by :mod:`spyre_adapter.cli.bench`):
+    run the fit, print the table, write the JSON."""
     out = Path(args.json)
-    if out.is_dir() or not out.parent.is_dir():
-        print(f"--json {args.json!r} is not accepted: expected a file path in an existing folder", file=sys.stderr)
-        return 2
     t0 = time.perf_counter()
     result = fit()
     fitted = DEFAULT.replace(**result["values"])
@@ -345,6 +331,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

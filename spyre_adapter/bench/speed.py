@@ -24,8 +24,8 @@ off through its documented environment variables, one process at a time.
   with torch's kernels would take with no interpreter at all (the rest of the
   call: the replay loop, the vector steps' Python, numpy gathers).
 
-``python -m spyre_adapter.bench.speed`` runs the whole set and prints JSON; the
-benchmark (``spyre-adapter bench``) calls :func:`measure`.
+``spyre-adapter speed`` runs the whole set and prints JSON; the benchmark
+(``spyre-adapter bench``) calls :func:`measure`.
 """
 
 from __future__ import annotations
@@ -266,18 +266,13 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spyre_adapter.bench.speed", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="one size, fewer layer counts")
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(_child(json.loads(args.child))))
-        return 0
+def command(args: argparse.Namespace) -> int:
+    """``spyre-adapter speed`` (arguments checked by :mod:`spyre_adapter.cli.bench`): every
+    speed row, one fresh process at a time, as JSON on stdout."""
     rows = measure(args.quick, progress=lambda s: print(s, file=sys.stderr))
     print(json.dumps({"rows": rows, "summary": summary(rows)}, indent=1))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # a measuring child process (see measure): one row, as JSON
+    print(json.dumps(_child(json.loads(sys.argv[sys.argv.index("--child") + 1]))))

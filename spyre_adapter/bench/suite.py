@@ -336,7 +336,7 @@ QUICK_REFERENCE_OPS = ("neg", "gelu", "add", "bcast", "bcastcol", "sumrow", "ama
                        "softmax_row_tiling")
 
 
-def reference_section(m: Machine = DEFAULT, quick: bool = False, path: str | None = None) -> dict[str, Any]:
+def reference_section(m: Machine = DEFAULT, quick: bool = False, path: str | Path | None = None) -> dict[str, Any]:
     """Our modeled device time against torch-spyre's cost model on a stratified
     sample of its sweep plan; ``{"skipped": reason}`` when the reference folder is
     not there."""
@@ -417,7 +417,8 @@ SECTIONS = ("gemms", "chains", "workloads", "attention", "block", "calibration",
 
 
 def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), max_numel: int | None = None,
-              console: Console | None = None, sections: Collection[str] = SECTIONS) -> dict[str, Any]:
+              console: Console | None = None, sections: Collection[str] = SECTIONS,
+              reference_dir: str | Path | None = None) -> dict[str, Any]:
     """Run the ``sections`` (all by default); returns the JSON document."""
     log = Stages(console or make_console(stderr=True))  # a line per section, no source locations
     rows: list[dict[str, Any]] = []
@@ -452,7 +453,7 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
             calib = calibration(m)
         if "reference" in sections:
             log("torch-spyre's cost model on its sweep plan")
-            reference = reference_section(m, quick)
+            reference = reference_section(m, quick, reference_dir)
         if "mutants" in sections:
             log("mutants of real kernels' programs")
             mut = bench_checks.mutation_section(m, per_operator=2 if quick else 3)
@@ -571,7 +572,7 @@ def command(args: argparse.Namespace) -> int:
     """``spyre-adapter bench`` (arguments checked by :mod:`spyre_adapter.cli.bench`)."""
     files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
     doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel,
-                    sections=tuple(args.sections))
+                    sections=tuple(args.sections), reference_dir=args.reference)
     print_bench(doc)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")

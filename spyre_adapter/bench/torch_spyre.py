@@ -41,7 +41,6 @@ from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.bench import kernels as sk
 from spyre_adapter.bench.baselines import torch_spyre_split
-from spyre_adapter.bench.shared_paths import REFERENCE_ENV, REFERENCE_RELATIVE, find_shared
 from spyre_adapter.model import timing
 from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import DEFAULT, Machine
@@ -52,7 +51,7 @@ from spyre_adapter.scheduler.matmul import MatmulShape, plan_grid, plan_matmul
 __all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config",
            "category",
            "PUBLISHED_RMS", "expressible", "in_reference_scope", "our_device_ns", "their_ns", "spearman", "compare",
-           "main"]
+           "command"]
 
 #: Published RMS error of the reference against measured kernels, by category (percent;
 #: a range where the source gives one). Matmul is systematically under-predicted.
@@ -86,20 +85,20 @@ class ReferenceUnavailable(FileNotFoundError):
 # ------------------------------------------------------------------ loading
 
 def reference_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    """The torch-spyre reference folder: ``path`` if given, else
-    ``$SPYRE_REFERENCE_DIR``, else ``shared/reference/torch-spyre-cost-model``
-    found searching upward from this package. Raises
-    :class:`ReferenceUnavailable` (naming every place looked at) when it is not
-    there: an installed package has no checkout around it."""
-    if path is not None:
-        folder, looked = Path(path), [Path(path)]
-    else:
-        folder, looked = find_shared(REFERENCE_RELATIVE, REFERENCE_ENV)
-    if folder is not None and (folder / "cost_model.py").is_file() and (folder / "sweep_plan.json").is_file():
+    """The torch-spyre reference folder the caller named: ``path``, else
+    ``$SPYRE_REFERENCE_DIR``. Nothing is searched for: the folder's
+    ``cost_model.py`` is code, run only from where it was asked for. Raises
+    :class:`ReferenceUnavailable` when none is named or it lacks the model."""
+    if path is None:
+        path = os.environ.get(REFERENCE_ENV) or None
+    if path is None:
+        raise ReferenceUnavailable(f"torch-spyre cost model not named: pass --reference DIR or set {REFERENCE_ENV} "
+                                   f"(in a checkout: {REFERENCE_IN_CHECKOUT})")
+    folder = Path(path).expanduser()
+    if (folder / "cost_model.py").is_file() and (folder / "sweep_plan.json").is_file():
         return folder
-    shown = ", ".join(map(str, looked[:3])) + (", ..." if len(looked) > 3 else "")
-    raise ReferenceUnavailable(f"torch-spyre cost model (cost_model.py and sweep_plan.json) not found (looked in "
-                               f"{shown}); pass its folder or set {REFERENCE_ENV}")
+    raise ReferenceUnavailable(f"torch-spyre cost model (cost_model.py and sweep_plan.json) not found in {folder}; "
+                               f"pass --reference DIR or set {REFERENCE_ENV}")
 
 
 def skip_reason(path: str | os.PathLike[str] | None = None) -> str | None:
@@ -111,6 +110,11 @@ def skip_reason(path: str | os.PathLike[str] | None = None) -> str | None:
         return f"comparison with torch-spyre's cost model skipped: {exc}"
     return None
 
+
+#: Environment variable naming the torch-spyre cost-model folder.
+REFERENCE_ENV = "SPYRE_REFERENCE_DIR"
+#: Where the folder is beside this project's checkout (documentation only: never searched).
+REFERENCE_IN_CHECKOUT = "../shared/reference/torch-spyre-cost-model"
 
 _LOADED: dict[Path, ModuleType] = {}
 
@@ -555,28 +559,8 @@ def _positive(text: str) -> int:
     return v
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spyre_adapter.bench.torch_spyre [--sample N] [--json PATH]``."""
-    ap = argparse.ArgumentParser(prog="python -m spyre_adapter.bench.torch_spyre",
-                                 description="Our modeled time against torch-spyre's cost model over its sweep plan.")
-    ap.add_argument("--sample", type=_positive, default=None, help="run N configurations spread evenly over the plan")
-    ap.add_argument("--reference", default=None,
-                    help="the torch-spyre-cost-model folder (default: $SPYRE_REFERENCE_DIR, "
-                         "else shared/reference/torch-spyre-cost-model found upward)")
-    ap.add_argument("--per-category", type=_positive, default=None,
-                    help="instead of --sample, run N expressible configurations of each category")
-    ap.add_argument("--max-operand-mib", type=_positive, default=None,
-                    help="skip configurations with an operand larger than this (run-time limit)")
-    ap.add_argument("--json", default="results/reference/vs_torch_spyre_cost_model.json", help="output file")
-    args = ap.parse_args(argv)
-    try:
-        reference_dir(args.reference)
-    except ReferenceUnavailable as exc:
-        print(f"--reference is not accepted: {exc}", file=sys.stderr)
-        return 2
-    if Path(args.json).is_dir() or not Path(args.json).parent.is_dir():
-        print(f"--json {args.json!r} is not accepted: expected a file path in an existing folder", file=sys.stderr)
-        return 2
+def command(args: argparse.Namespace) -> int:
+    """``spyre-adapter reference`` (arguments checked by :mod:`spyre_adapter.cli.bench`)."""
     last = [time.perf_counter()]
 
     def progress(i: int, n: int) -> None:
@@ -602,6 +586,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {out}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

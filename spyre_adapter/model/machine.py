@@ -9,7 +9,7 @@ Every default names one source (``SOURCES``; the category of each is in
   [measured]     a published torch-spyre measurement of the real card, used as the value
   [fit]          fitted by :mod:`spyre_adapter.bench.calibration` on its named fit points
   [assumed]      no measurement constrains it; its effect on the held-out predictions
-                 is reported by ``python -m spyre_adapter.bench.calibration``
+                 is reported by ``spyre-adapter calibrate``
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The speed benchmark's row selection and headline ratios (the measurements
-themselves take minutes; ``python -m spyre_adapter.bench.speed`` runs them)."""
+themselves take minutes; ``spyre-adapter speed`` runs them)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from spyre_adapter.bench import calibration as cal
+from spyre_adapter.cli.main import main as cli_main
 from spyre_adapter.bench import kernels as sk
 from spyre_adapter.bench.calibration import kernel_ns
 from spyre_adapter.model.machine import DEFAULT, SOURCES, Machine
@@ -66,7 +67,8 @@ def test_sustained_matmul_rate_is_the_constant_not_more() -> None:
 
 def test_command_rejects_an_output_outside_an_existing_folder(tmp_path, capsys) -> None:
     target = tmp_path / "missing" / "calibration.json"
-    assert cal.main(["--json", str(target)]) == 2
-    assert not target.parent.exists()
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["calibrate", "--json", str(target)])
+    assert exit_info.value.code == 2 and not target.parent.exists()
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("--json")
+    assert len(err) == 1 and "argument --json" in err[0]  # one line naming the argument

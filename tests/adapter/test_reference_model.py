@@ -30,6 +30,9 @@ def test_spearman_of_identical_and_reversed_rankings() -> None:
 def test_absent_folder_is_a_clean_skip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(rm.ReferenceUnavailable, match="SPYRE_REFERENCE_DIR"):
         rm.reference_dir(tmp_path)
+    monkeypatch.delenv("SPYRE_REFERENCE_DIR", raising=False)
+    with pytest.raises(rm.ReferenceUnavailable, match="not named: pass --reference DIR"):
+        rm.reference_dir()  # nothing is searched for
     monkeypatch.setenv("SPYRE_REFERENCE_DIR", str(tmp_path / "nowhere"))
     reason = rm.skip_reason()
     assert reason is not None and reason.startswith("comparison with torch-spyre's cost model skipped")
