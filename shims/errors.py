@@ -46,7 +46,3 @@ class UnsupportedKernelError(ShimError):
 
 class PatchTargetError(ShimError):
     """A registered patch target is missing or has an unexpected signature."""
-
-
-class BackendError(ShimError):
-    """A vendor backend is missing, misconfigured or failed to load a kernel."""

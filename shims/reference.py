@@ -720,11 +720,6 @@ def _split(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile: Tile
         else out.reshape(*shape[:nkeep], *[1] * (len(shape) - nkeep))
 
 
-@functools.lru_cache(maxsize=1024)
-def _bodies_have_atomic(body: tuple[Instr, ...]) -> bool:
-    return any(i.op == "store" and len(i.args) > 3 and i.args[3] == "atomic_add" for i in body)
-
-
 def run_loop_kernel(
     kernel: LoopKernel,
     buffers: MutableMapping[str, torch.Tensor],

@@ -549,16 +549,6 @@ def _per_category(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 # ------------------------------------------------------------------ command line
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: expected a whole number > 0") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not accepted: expected a whole number > 0")
-    return v
-
-
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter reference`` (arguments checked by :mod:`spyre_adapter.cli.bench`)."""
     last = [time.perf_counter()]
