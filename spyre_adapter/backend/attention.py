@@ -22,7 +22,7 @@ from spyre_shims.device import host_flat, host_view, wrap_host
 from spyre_shims.kernels import register_kernel
 
 from spyre_adapter.backend.session import current
-from spyre_adapter.emulator.executable import Executable
+from spyre_adapter.emulator import Executable
 from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.scheduler.attention import Shape, kernel_ir, name_of, plan, shape_of
 from spyre_adapter.scheduler.kinds import ATTENTION

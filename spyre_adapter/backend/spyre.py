@@ -27,7 +27,7 @@ from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.jsonform import FormatError
 
 from spyre_adapter.backend.session import Session, current, current_machine, set_machine, use_machine
-from spyre_adapter.emulator.executable import Executable, Planned
+from spyre_adapter.emulator import Executable, Planned
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.kinds import KernelKind, kind_of
 from spyre_adapter.model.machine import Machine

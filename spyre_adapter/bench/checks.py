@@ -25,7 +25,7 @@ from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
-from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator import Card, Replay, execute
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import EmulatorError

@@ -19,7 +19,7 @@ import torch
 
 from spyre_shims.reference import KernelFault, run_kernel
 
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model import isa
 from spyre_adapter.model.isa import lx_accesses
 from spyre_adapter.model.machine import Machine

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
@@ -125,194 +126,243 @@ class _Hazards:
         return deps
 
 
-def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int] | None = None,
-             keep_events: bool = True) -> Timeline:
-    """Simulate program ``p`` on machine ``m``. ``dynamic_bytes``: DRAM bytes of
-    gathers and scatters by (core, instruction index), as the functional pass counted them."""
-    dynamic_bytes = dynamic_bytes or {}
-    buffers = _buffer_dtypes(p)
-    instrs = {c.core: c.instrs for c in p.cores}
-    n_total = sum(len(v) for v in instrs.values())
-    deps_left: dict[tuple[int, int], int] = {}
-    dependents: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    queues: dict[tuple[int, str], list[int]] = defaultdict(list)
-    barrier_members: dict[int, set[int]] = defaultdict(set)
-    sends: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (sender core, index)
-    recvs: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (receiver core, index)
-    for c, stream in instrs.items():
-        hz = _Hazards({r.buffer if isinstance(r, Region) else r
-                       for ins in stream for r in isa.dram_accesses(ins)[1]})
-        last_barrier = None
-        since_barrier: list[int] = []
-        for i, ins in enumerate(stream):
-            rec = isa.step(ins)
-            lr, lw = rec.lx_accesses(ins, p.bodies)
-            dr, dw = rec.dram_accesses(ins)
-            deps = hz.access(i, lr, lw, dr, dw)
-            if rec.sync == "barrier":
-                deps = set(since_barrier) | ({last_barrier} if last_barrier is not None else set())
-                last_barrier, since_barrier = i, []
-                barrier_members[ins.tag].add(c)
-            else:
-                if last_barrier is not None:
-                    deps.add(last_barrier)
-                since_barrier.append(i)
-            deps_left[(c, i)] = len(deps)
-            for d in deps:
-                dependents[(c, d)].append((c, i))
-            queues[(c, rec.engine(ins))].append(i)
-            if rec.sync == "send":
-                for peer in ins.peers:  # type: ignore[union-attr]
-                    sends[(ins.tag, peer)] = (c, i)  # type: ignore[union-attr]
-            elif rec.sync == "recv":
-                recvs[(ins.tag, c)] = (c, i)  # type: ignore[union-attr]
-    pos = {k: 0 for k in queues}
-    head_engine = {(c, i): (c, isa.engine(instrs[c][i])) for c, s in instrs.items() for i in range(len(s))}
-    dtypes: dict[int, list[str]] = {}
-    active: dict[tuple[int, str], dict] = {}
-    last_end: dict[tuple[int, str], float] = {}
-    events: list[Event] = []
-    busy: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    core_end: dict[int, float] = defaultdict(float)
-    arrived: dict[int, set[int]] = defaultdict(set)
-    rd_bytes = wr_bytes = ring_bytes = 0
-    now = 0.0
-    n_done = 0
-    dirty: set[tuple[int, str]] = set(queues)
+class _Simulation:
+    """One run of :func:`simulate`: the program's order (per core, each step's
+    dependences and engine queue; ring partners; barrier members), then events
+    until every step retired: issue what can start, share DRAM bandwidth among
+    the transfers in flight, advance to the next completion, retire it."""
 
-    def head(key: tuple[int, str]) -> int | None:
-        q = queues[key]
-        return q[pos[key]] if pos[key] < len(q) else None
+    def __init__(self, p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int],
+                 keep_events: bool) -> None:
+        self.p, self.m, self.dynamic_bytes, self.keep_events = p, m, dynamic_bytes, keep_events
+        self.buffers = _buffer_dtypes(p)
+        self.instrs = {c.core: c.instrs for c in p.cores}
+        self.n_total = sum(len(v) for v in self.instrs.values())
+        self.deps_left: dict[tuple[int, int], int] = {}
+        self.dependents: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        self.queues: dict[tuple[int, str], list[int]] = defaultdict(list)
+        self.barrier_members: dict[int, set[int]] = defaultdict(set)
+        self.sends: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (sender core, index)
+        self.recvs: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (receiver core, index)
+        self._order()
+        self.pos = {k: 0 for k in self.queues}
+        self.head_engine = {(c, i): (c, isa.engine(self.instrs[c][i])) for c, s in self.instrs.items()
+                            for i in range(len(s))}
+        self.dtypes: dict[int, list[str]] = {}
+        self.active: dict[tuple[int, str], dict] = {}
+        self.last_end: dict[tuple[int, str], float] = {}
+        self.events: list[Event] = []
+        self.busy: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.core_end: dict[int, float] = defaultdict(float)
+        self.arrived: dict[int, set[int]] = defaultdict(set)
+        self.rd_bytes = self.wr_bytes = self.ring_bytes = 0
+        self.now = 0.0
+        self.n_done = 0
+        self.dirty: set[tuple[int, str]] = set(self.queues)
 
-    def can_start(c: int, i: int) -> bool:
-        return deps_left[(c, i)] == 0 and head(head_engine[(c, i)]) == i and head_engine[(c, i)] not in active
+    def _order(self) -> None:
+        """Each core's steps: what each waits for (hazards on LX and DRAM, barriers),
+        its engine queue, and who pairs with whom on the ring and at barriers."""
+        for c, stream in self.instrs.items():
+            hz = _Hazards({r.buffer if isinstance(r, Region) else r
+                           for ins in stream for r in isa.dram_accesses(ins)[1]})
+            last_barrier = None
+            since_barrier: list[int] = []
+            for i, ins in enumerate(stream):
+                rec = isa.step(ins)
+                lr, lw = rec.lx_accesses(ins, self.p.bodies)
+                dr, dw = rec.dram_accesses(ins)
+                deps = hz.access(i, lr, lw, dr, dw)
+                if rec.sync == "barrier":
+                    deps = set(since_barrier) | ({last_barrier} if last_barrier is not None else set())
+                    last_barrier, since_barrier = i, []
+                    self.barrier_members[ins.tag].add(c)
+                else:
+                    if last_barrier is not None:
+                        deps.add(last_barrier)
+                    since_barrier.append(i)
+                self.deps_left[(c, i)] = len(deps)
+                for d in deps:
+                    self.dependents[(c, d)].append((c, i))
+                self.queues[(c, rec.engine(ins))].append(i)
+                if rec.sync == "send":
+                    for peer in ins.peers:  # type: ignore[union-attr]
+                        self.sends[(ins.tag, peer)] = (c, i)  # type: ignore[union-attr]
+                elif rec.sync == "recv":
+                    self.recvs[(ins.tag, c)] = (c, i)  # type: ignore[union-attr]
 
-    def start(key: tuple[int, str], i: int, extra: dict | None = None) -> None:
+    def head(self, key: tuple[int, str]) -> int | None:
+        """The step at the head of an engine queue (None: the queue is done)."""
+        q = self.queues[key]
+        return q[self.pos[key]] if self.pos[key] < len(q) else None
+
+    def can_start(self, c: int, i: int) -> bool:
+        return self.deps_left[(c, i)] == 0 and self.head(self.head_engine[(c, i)]) == i and \
+            self.head_engine[(c, i)] not in self.active
+
+    def start(self, key: tuple[int, str], i: int, extra: dict | None = None) -> None:
         c = key[0]
-        ins = instrs[c][i]
-        act = {"idx": i, "start": now}
+        ins = self.instrs[c][i]
+        act = {"idx": i, "start": self.now}
         if key[1].startswith("dma"):
-            nbytes = dram_bytes_of(ins, buffers, m.stick_bytes, dynamic_bytes.get((c, i)))
+            nbytes = dram_bytes_of(ins, self.buffers, self.m.stick_bytes, self.dynamic_bytes.get((c, i)))
             act.update(remaining=float(nbytes), bytes=nbytes, write=key[1] == "dma_out",
-                       setup=now + (0.0 if last_end.get(key, -1.0) >= now - 1e-9 else m.dma_setup_ns))
+                       setup=self.now + (0.0 if self.last_end.get(key, -1.0) >= self.now - 1e-9
+                                         else self.m.dma_setup_ns))
         elif key[1] in ("ring_tx", "ring_rx"):
-            act.update(end=now + (extra or {}).get("ns", 0.0), bytes=(extra or {}).get("bytes", 0))
+            act.update(end=self.now + (extra or {}).get("ns", 0.0), bytes=(extra or {}).get("bytes", 0))
         else:
-            act.update(end=now + isa.duration(ins, p, m, dtypes), bytes=0)
-        active[key] = act
+            act.update(end=self.now + isa.duration(ins, self.p, self.m, self.dtypes), bytes=0)
+        self.active[key] = act
 
-    while n_done < n_total:
+    def issue(self) -> None:
+        """Start every step that can start now (a ring transfer when its sender and
+        every receiver can; a barrier holds its cores until all of them arrived)."""
         progressed = True
         while progressed:
             progressed = False
-            for key in list(dirty):
-                dirty.discard(key)
-                if key in active:
+            for key in list(self.dirty):
+                self.dirty.discard(key)
+                if key in self.active:
                     continue
-                i = head(key)
+                i = self.head(key)
                 if i is None:
                     continue
                 c = key[0]
-                ins = instrs[c][i]
-                if deps_left[(c, i)]:
+                ins = self.instrs[c][i]
+                if self.deps_left[(c, i)]:
                     continue
                 sync = isa.step(ins).sync
                 if sync == "send":
-                    parts = [recvs.get((ins.tag, peer)) for peer in ins.peers]
-                    if any(r is None for r in parts):
-                        raise EmulatorError("deadlock", p.name, c, i, "ring",
-                                            f"#{ins.tag} is sent to a core with no matching receive")
-                    if not all(can_start(rc, ri) for rc, ri in parts):  # type: ignore[misc]
-                        continue
-                    nbytes = ins.src.numel * ins.src.itemsize
-                    ns = nbytes / m.ring_gbps
-                    start(key, i, {"ns": ns, "bytes": nbytes})
-                    for rc, ri in parts:  # type: ignore[misc]
-                        start((rc, "ring_rx"), ri, {"ns": ns, "bytes": 0})
-                    ring_bytes += nbytes * len(parts)
-                    progressed = True
+                    progressed |= self._send(key, c, i, ins)
                 elif sync == "recv":
-                    snd = sends.get((ins.tag, c))
+                    snd = self.sends.get((ins.tag, c))
                     if snd is None:
-                        raise EmulatorError("deadlock", p.name, c, i, "ring", f"#{ins.tag} is received but no core sends it")
-                    if (snd[0], "ring_tx") not in active:
-                        dirty.add((snd[0], "ring_tx"))
+                        raise EmulatorError("deadlock", self.p.name, c, i, "ring",
+                                            f"#{ins.tag} is received but no core sends it")
+                    if (snd[0], "ring_tx") not in self.active:
+                        self.dirty.add((snd[0], "ring_tx"))
                         progressed = True
                 elif sync == "barrier":
-                    active[key] = {"idx": i, "start": now, "end": float("inf")}
-                    arrived[ins.tag].add(c)
-                    if arrived[ins.tag] >= barrier_members[ins.tag]:
-                        for bc in barrier_members[ins.tag]:
-                            active[(bc, "sync")]["end"] = now + m.sync_ns
+                    self.active[key] = {"idx": i, "start": self.now, "end": float("inf")}
+                    self.arrived[ins.tag].add(c)
+                    if self.arrived[ins.tag] >= self.barrier_members[ins.tag]:
+                        for bc in self.barrier_members[ins.tag]:
+                            self.active[(bc, "sync")]["end"] = self.now + self.m.sync_ns
                     progressed = True
                 else:
-                    start(key, i)
+                    self.start(key, i)
                     progressed = True
+
+    def _send(self, key: tuple[int, str], c: int, i: int, ins: Any) -> bool:
+        """Start a ring send with all its receives, if they can start (True: started)."""
+        parts = [self.recvs.get((ins.tag, peer)) for peer in ins.peers]
+        if any(r is None for r in parts):
+            raise EmulatorError("deadlock", self.p.name, c, i, "ring",
+                                f"#{ins.tag} is sent to a core with no matching receive")
+        if not all(self.can_start(rc, ri) for rc, ri in parts):  # type: ignore[misc]
+            return False
+        nbytes = ins.src.numel * ins.src.itemsize
+        ns = nbytes / self.m.ring_gbps
+        self.start(key, i, {"ns": ns, "bytes": nbytes})
+        for rc, ri in parts:  # type: ignore[misc]
+            self.start((rc, "ring_rx"), ri, {"ns": ns, "bytes": 0})
+        self.ring_bytes += nbytes * len(parts)
+        return True
+
+    def rates(self) -> dict[tuple[int, str], float]:
+        """Each DRAM transfer's rate now: a fair share of the mix's sustained
+        bandwidth, one core's transfers together at most its DMA rate."""
+        dram = [(k, a) for k, a in self.active.items() if k[1].startswith("dma") and a["setup"] <= self.now]
+        if not dram:
+            return {}
+        n_rd = sum(1 for _, a in dram if not a["write"])
+        bw = self.m.dram_gbps(n_rd, len(dram) - n_rd)
+        per_core: dict[int, int] = defaultdict(int)
+        for k, _ in dram:
+            per_core[k[0]] += 1
+        return {k: min(bw / len(dram), self.m.core_dma_gbps / per_core[k[0]]) for k, _ in dram}
+
+    def next_event(self, rates: Mapping[tuple[int, str], float]) -> float:
+        """When the next step in flight ends (or a DMA's setup does)."""
         nxt = float("inf")
-        dram = [(k, a) for k, a in active.items() if k[1].startswith("dma") and a["setup"] <= now]
-        rates: dict[tuple[int, str], float] = {}
-        if dram:
-            # Fair share of the mix's sustained DRAM bandwidth; one core's
-            # transfers together at most its DMA rate.
-            n_rd = sum(1 for _, a in dram if not a["write"])
-            bw = m.dram_gbps(n_rd, len(dram) - n_rd)
-            per_core: dict[int, int] = defaultdict(int)
-            for k, _ in dram:
-                per_core[k[0]] += 1
-            rates = {k: min(bw / len(dram), m.core_dma_gbps / per_core[k[0]]) for k, _ in dram}
-        for key, a in active.items():
+        for key, a in self.active.items():
             if key[1].startswith("dma"):
-                if a["setup"] > now:
+                if a["setup"] > self.now:
                     nxt = min(nxt, a["setup"])
                 else:
-                    end = now + a["remaining"] / rates[key] if rates[key] > 0 else now
-                    if end <= now:  # less than a float step of `now` left: done
+                    end = self.now + a["remaining"] / rates[key] if rates[key] > 0 else self.now
+                    if end <= self.now:  # less than a float step of `now` left: done
                         a["remaining"] = 0.0
                     nxt = min(nxt, end)
             else:
                 nxt = min(nxt, a["end"])
         if nxt == float("inf"):
-            stuck = [f"core {k[0]} {k[1]} at #{head(k)}" for k in queues if head(k) is not None][:6]
-            core = next((k[0] for k in queues if head(k) is not None), -1)
-            raise EmulatorError("deadlock", p.name, core, -1, "-", f"the timing model stops at t={now:.0f} ns "
-                                f"({n_done}/{n_total} steps done; waiting: {', '.join(stuck)})")
-        dt = max(nxt - now, 0.0)
-        for key, a in active.items():
-            if key[1].startswith("dma") and a["setup"] <= now:
+            stuck = [f"core {k[0]} {k[1]} at #{self.head(k)}" for k in self.queues if self.head(k) is not None][:6]
+            core = next((k[0] for k in self.queues if self.head(k) is not None), -1)
+            raise EmulatorError("deadlock", self.p.name, core, -1, "-",
+                                f"the timing model stops at t={self.now:.0f} ns ({self.n_done}/{self.n_total} steps "
+                                f"done; waiting: {', '.join(stuck)})")
+        return nxt
+
+    def advance(self, rates: Mapping[tuple[int, str], float], nxt: float) -> None:
+        """Move the transfers in flight on to ``nxt``."""
+        dt = max(nxt - self.now, 0.0)
+        for key, a in self.active.items():
+            if key[1].startswith("dma") and a["setup"] <= self.now:
                 a["remaining"] -= rates[key] * dt
-        now = nxt
-        for key in list(active):
-            a = active[key]
+        self.now = nxt
+
+    def retire(self) -> None:
+        """Finish every step that ended by now, and release what waited for it."""
+        for key in list(self.active):
+            a = self.active[key]
             c, eng = key
             if eng.startswith("dma"):
-                done = a["setup"] <= now and a["remaining"] <= _DONE_BYTES
+                done = a["setup"] <= self.now and a["remaining"] <= _DONE_BYTES
             else:
-                done = a["end"] <= now + 1e-9
+                done = a["end"] <= self.now + 1e-9
             if not done:
                 continue
             i = a["idx"]
-            ins = instrs[c][i]
-            if keep_events:
-                events.append(Event(c, isa.lane(ins), type(ins).__name__, a["start"], now, a.get("bytes", 0), i))
-            busy[c][isa.lane(ins)] += now - a["start"]
-            core_end[c] = max(core_end[c], now)
+            ins = self.instrs[c][i]
+            if self.keep_events:
+                self.events.append(Event(c, isa.lane(ins), type(ins).__name__, a["start"], self.now,
+                                         a.get("bytes", 0), i))
+            self.busy[c][isa.lane(ins)] += self.now - a["start"]
+            self.core_end[c] = max(self.core_end[c], self.now)
             if eng.startswith("dma"):
                 if a["write"]:
-                    wr_bytes += a["bytes"]
+                    self.wr_bytes += a["bytes"]
                 else:
-                    rd_bytes += a["bytes"]
-            del active[key]
-            last_end[key] = now
-            pos[key] += 1
-            n_done += 1
-            dirty.add(key)
-            for d in dependents.get((c, i), ()):
-                deps_left[d] -= 1
-                if deps_left[d] == 0:
-                    dirty.add(head_engine[d])
-    total = now + m.kernel_launch_ns + (m.sync_ns if p.cores_used > 1 else 0.0)
-    return Timeline(total, events, {c: dict(v) for c, v in busy.items()}, rd_bytes, wr_bytes, ring_bytes,
-                    dict(core_end))
+                    self.rd_bytes += a["bytes"]
+            del self.active[key]
+            self.last_end[key] = self.now
+            self.pos[key] += 1
+            self.n_done += 1
+            self.dirty.add(key)
+            for d in self.dependents.get((c, i), ()):
+                self.deps_left[d] -= 1
+                if self.deps_left[d] == 0:
+                    self.dirty.add(self.head_engine[d])
+
+    def run(self) -> Timeline:
+        while self.n_done < self.n_total:
+            self.issue()
+            rates = self.rates()
+            self.advance(rates, self.next_event(rates))
+            self.retire()
+        m = self.m
+        total = self.now + m.kernel_launch_ns + (m.sync_ns if self.p.cores_used > 1 else 0.0)
+        return Timeline(total, self.events, {c: dict(v) for c, v in self.busy.items()}, self.rd_bytes, self.wr_bytes,
+                        self.ring_bytes, dict(self.core_end))
+
+
+def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int] | None = None,
+             keep_events: bool = True) -> Timeline:
+    """Simulate program ``p`` on machine ``m``. ``dynamic_bytes``: DRAM bytes of
+    gathers and scatters by (core, instruction index), as the functional pass counted them."""
+    return _Simulation(p, m, dynamic_bytes or {}, keep_events).run()
 
 
 def lower_bound_ns(p: Program, m: Machine) -> float:

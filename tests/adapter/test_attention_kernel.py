@@ -16,8 +16,7 @@ from spyre_shims.runtime import capture_graphs, reset_compiled
 from spyre_adapter.backend import attention as device_attention
 from spyre_adapter.backend.session import current
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import metrics
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute, metrics
 from spyre_adapter.model import timing
 from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import DEFAULT

@@ -13,7 +13,7 @@ import torch
 from tests.support import kernels as K
 
 from spyre_adapter.bench import baselines
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import RingRecv, RingSend
 from spyre_adapter.scheduler.matmul import MatmulShape, shape_of

@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 
 from spyre_adapter.bench import calibration as cal
-from spyre_adapter.cli.main import main as cli_main
 from spyre_adapter.bench import kernels as sk
 from spyre_adapter.bench.calibration import kernel_ns
+from spyre_adapter.cli.main import main as cli_main
 from spyre_adapter.model.machine import DEFAULT, SOURCES, Machine
 
 TAGS = {"datasheet", "architecture", "measured", "fit", "assumed"}

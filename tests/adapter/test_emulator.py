@@ -13,8 +13,7 @@ from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import executor, lx_memory
-from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator import Card, Replay, execute, executor, lx_memory
 from spyre_adapter.model.isa import listing
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import (Barrier, CoreProgram, DmaLoad, DmaStore, Lx, ProgramFormatError, Region,

@@ -9,7 +9,7 @@ import torch
 from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
 from spyre_adapter.scheduler.analysis import access_footprint

@@ -19,9 +19,8 @@ from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import regroup
+from spyre_adapter.emulator import Card, Replay, execute, regroup
 from spyre_adapter.emulator import replay as rp
-from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import DEFAULT
 
 

@@ -16,7 +16,7 @@ from tests.support import kernels as K
 
 from spyre_adapter.backend.session import Session, activate, current
 from spyre_adapter.backend.spyre import SpyreBackend, plan, plan_launch, supported_kind
-from spyre_adapter.emulator.executable import Executable
+from spyre_adapter.emulator import Executable
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.isa import listing
 from spyre_adapter.model.kinds import MATMUL_OPS, KernelKind, kind_of, kinds, register_kind, unregister_kind

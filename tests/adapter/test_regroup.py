@@ -16,8 +16,7 @@ from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import grouping, regroup
-from spyre_adapter.emulator.executor import Card, Replay, execute
+from spyre_adapter.emulator import Card, Replay, execute, grouping, regroup
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import DmaLoad, DmaStore, Lx, Region, RingRecv, RingSend
 from spyre_adapter.model.rules import EmulatorError

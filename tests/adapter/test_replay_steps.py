@@ -14,9 +14,9 @@ from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
+from spyre_adapter.emulator import Card, Replay, execute
 from spyre_adapter.emulator import replay as rp
 from spyre_adapter.emulator import steps
-from spyre_adapter.emulator.executor import Card, Replay, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import Region
 

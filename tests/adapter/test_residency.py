@@ -14,7 +14,7 @@ from tests.support import kernels as K
 
 from spyre_adapter.backend.session import use_machine
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model import timing
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import DmaLoad, DmaStore

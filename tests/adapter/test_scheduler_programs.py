@@ -13,8 +13,7 @@ from spyre_shims.runtime import capture_graphs, reset_compiled
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.emulator import metrics
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute, metrics
 from spyre_adapter.model import timing
 from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import DEFAULT, Machine

@@ -20,8 +20,7 @@ from tests.support import kernels as K
 
 from spyre_adapter.backend.session import Session, current
 from spyre_adapter.backend.spyre import plan_launch
-from spyre_adapter.emulator import executor
-from spyre_adapter.emulator.executable import Executable
+from spyre_adapter.emulator import Executable, executor
 from spyre_adapter.model.kinds import kind_of
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.rules import EmulatorError

@@ -12,7 +12,7 @@ import torch
 from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
 from spyre_adapter.scheduler.matmul import plan_matmul
@@ -97,7 +97,7 @@ def test_a_kernel_no_program_fits_at_its_run_time_sizes_runs_on_the_host_announc
 
     from spyre_adapter.backend.session import Session
     from spyre_adapter.backend.spyre import plan
-    from spyre_adapter.emulator.executable import Executable
+    from spyre_adapter.emulator import Executable
     from spyre_adapter.model.kinds import kind_of
 
     tiny = DEFAULT.replace(lx_usable_bytes=256)  # not even one stick per operand, double-buffered

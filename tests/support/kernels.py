@@ -15,7 +15,7 @@ from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, 
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import run_kernel
 
-from spyre_adapter.emulator.executor import Card, execute
+from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Program
