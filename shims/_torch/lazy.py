@@ -7,7 +7,7 @@ them: :func:`after_import` wraps the loader of the named module, so the callback
 runs once, right after the module body has run, before the importing code uses
 it. Torch imports ``torch._inductor.compile_fx`` when Inductor first compiles and
 ``torch._dynamo`` on the first ``torch.compile``; both run after their packages
-are complete (checked in ``tests/adapter/test_lazy_registration.py``).
+are complete (checked in ``tests/adapter/backend/test_lazy_registration.py``).
 """
 
 from __future__ import annotations

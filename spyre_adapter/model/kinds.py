@@ -18,7 +18,7 @@ A kind (:class:`KernelKind`) holds
 
 The scheduler registers the built-in kinds (:mod:`spyre_adapter.scheduler.kinds`);
 a new kind is one :func:`register_kind` call with its record, in one module
-(``tests/adapter/test_kernel_kinds.py`` adds a toy kind that way).
+(``tests/adapter/model/test_kinds.py`` adds a toy kind that way).
 """
 
 from __future__ import annotations

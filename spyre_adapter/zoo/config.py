@@ -1,7 +1,7 @@
 """Model shapes and the models ``spyre-adapter run`` builds, without torch: the
 command line checks sizes against this before anything is imported.
 
-:mod:`spyre_adapter.zoo.blocks` builds the modules; ``tests/adapter/test_cli_validation.py``
+:mod:`spyre_adapter.zoo.blocks` builds the modules; ``tests/adapter/cli/test_validation.py``
 checks that both list the same models.
 """
 

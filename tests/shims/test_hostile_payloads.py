@@ -1,7 +1,7 @@
 """Loading never runs code: every reader of the stable API's interchange formats
 (Kernel IR, index expressions, kernel envelopes) meets hostile input - code,
 huge numbers, deep nesting - with one clear error and no side effect. The Spyre
-side's readers (programs, payloads) are in tests/adapter/test_hostile_payloads.py."""
+side's readers (programs, payloads) are in tests/adapter/model/test_program.py."""
 
 from __future__ import annotations
 

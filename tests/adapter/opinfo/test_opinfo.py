@@ -15,7 +15,7 @@ from spyre_adapter.opinfo import corpus, expectations, parallel, summary
 from spyre_adapter.opinfo.sweep import run_item
 from spyre_adapter.workloads import differential as diff
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "results" / "opinfo" / "summary.json"
 
 
