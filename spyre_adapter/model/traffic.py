@@ -26,7 +26,7 @@ from spyre_shims.reference import FlatMemory, Tile, concrete, evaluate, full_box
 
 from spyre_adapter.model.program import Region, itemsize
 
-__all__ = ["region_sticks", "region_stick_set", "StickMarks", "compulsory_bytes"]
+__all__ = ["region_sticks", "region_stick_set", "merge_intervals", "StickMarks", "compulsory_bytes"]
 
 #: Runs enumerated per chunk when marking sticks (bounds temporary memory).
 _CHUNK = 1 << 22
@@ -175,7 +175,14 @@ def _stick_set(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...], is
     run, rest = _runs(region.offset, region.sizes, region.strides)
     lo, _ = region.bounds()
     starts = torch.cat(_chunked_starts(lo, [(n, abs(s)) for n, s in rest])) if rest else torch.tensor([lo])
-    first, last = starts * isz // stick, (starts + run - 1) * isz // stick
+    return merge_intervals(starts * isz // stick, (starts + run - 1) * isz // stick)
+
+
+def merge_intervals(first: torch.Tensor, last: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Integer intervals ``[first_i, last_i]`` as sorted, disjoint ones: overlapping
+    and adjacent intervals joined (equal sets give equal tensors)."""
+    if first.numel() == 0:
+        return first, last
     order = first.argsort()
     f, l_ = first[order], last[order]
     reach = torch.cummax(l_, 0).values

@@ -24,6 +24,7 @@ from spyre_shims.reference import concrete
 
 from spyre_adapter.model.costs import op_counts
 from spyre_adapter.model.program import Box, itemsize
+from spyre_adapter.model.traffic import merge_intervals
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,17 +331,7 @@ def stick_intervals(info: LoopInfo, acc: Access, a: int, b: int, stick: int,
 def merged(iv: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Canonical form of a set of stick intervals: sorted, overlapping and adjacent ones joined
     (equal stick sets give equal tensors)."""
-    first, last = iv
-    if first.numel() == 0:
-        return first, last
-    order = first.argsort()
-    f, lst = first[order], last[order]
-    reach = torch.cummax(lst, 0).values
-    starts = torch.ones_like(f, dtype=torch.bool)
-    starts[1:] = f[1:] > reach[:-1] + 1
-    idx = starts.nonzero().flatten()
-    ends = torch.cat([idx[1:] - 1, torch.tensor([f.numel() - 1])])
-    return f[idx], reach[ends]
+    return merge_intervals(*iv)
 
 
 def union_bytes(intervals: Sequence[Intervals], stick: int) -> int | None:

@@ -14,7 +14,7 @@ from tests.support import kernels as K
 
 from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.scheduler import loops
+from spyre_adapter.scheduler import loop_estimates, loops
 from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_adapter.scheduler.size_buckets import size_bucket
 
@@ -45,10 +45,10 @@ def test_a_bucket_s_division_runs_right_at_every_size_in_it(rows: int) -> None:
 def test_sizes_of_one_bucket_estimate_their_candidates_once(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = K.rows_times_row(384)
     calls: list[object] = []
-    real = loops._estimate
-    monkeypatch.setattr(loops, "_estimate", lambda gm, m, d: calls.append(d) or real(gm, m, d))
+    real = loop_estimates._estimate
+    monkeypatch.setattr(loop_estimates, "_estimate", lambda gm, m, d: calls.append(d) or real(gm, m, d))
     loops._RECIPES.clear()
-    loops._ESTIMATES.clear()
+    loop_estimates._ESTIMATES.clear()
     loops.plan_group(kernel, DEFAULT, {K.S0: 65}, "k")
     first = len(calls)
     assert first > 0
