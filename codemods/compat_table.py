@@ -37,6 +37,10 @@ def resolve_in(view: ReleaseApi, qualname: str) -> tuple[str, str, str | None] |
     if view.has_module(qualname):
         return f"{qualname}:", "module", None
     module, _, name = qualname.rpartition(".")
+    if not is_indexed(module):
+        # outside torch._inductor/_dynamo (torch.utils._sympy ...): the index cannot tell;
+        # the per-name test resolves it on every release of the matrix
+        return f"{module}:{name}", "unindexed", None
     if not view.has_module(module) or not view.resolves(module, name):
         return None
     origin = view.origin(module, name)
@@ -69,7 +73,9 @@ def _entry(index: ApiIndex, name: StableName) -> dict[str, Any]:
             where.setdefault(f"{SHIM_MODULE}:{name.name}", []).append(minor)
             kinds.setdefault("class", []).append(minor)
             continue
-        found = next((r for q in name.locations if (r := resolve_in(view, q)) is not None), None)
+        # indexed places first: the index knows whether they exist in this release
+        ordered = sorted(name.locations, key=lambda q: not is_indexed(q.rpartition(".")[0]))
+        found = next((r for q in ordered if (r := resolve_in(view, q)) is not None), None)
         if found is None:
             missing.append(minor)
             continue

@@ -530,6 +530,7 @@ class _ImportPass(RewriteCommand):
             return node, []
         if not kept_aliases:
             return None, []
+        kept_aliases[-1] = kept_aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         trimmed = node.with_changes(names=kept_aliases)
         return split_import_from(trimmed, module, targets, self.package)
 
