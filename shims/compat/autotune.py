@@ -25,6 +25,7 @@ __all__ = [
     'TritonTemplateKernel',
     'PartialRender',
     'mm_args',
+    'TensorMeta',
 ]
 
 

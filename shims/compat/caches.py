@@ -26,6 +26,7 @@ __all__ = [
     'FxGraphCache',
     'FxGraphHashDetails',
     'CacheBase',
+    'write_atomic',
     'fresh_cache',
 ]
 

@@ -26,6 +26,7 @@ __all__ = [
     'var_builder',
     'index_vars_squeeze',
     'extract_loop_body_with_args',
+    'index_vars_no_squeeze',
 ]
 
 

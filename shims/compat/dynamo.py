@@ -31,6 +31,8 @@ __all__ = [
     'fake_tensor_unsupported',
     'OptimizedModule',
     'GuardBuilder',
+    'identity',
+    'preserve_rng_state',
 ]
 
 

@@ -74,6 +74,15 @@ __all__ = [
     'get_device_type',
     'is_storage_and_layout',
     'as_storage_and_layout',
+    'IndexPutFallback',
+    'ScatterFallback',
+    'MultiTemplateBuffer',
+    'UserDefinedTritonKernel',
+    'get_stride_order',
+    'stride_order2fill_order',
+    'is_contiguous_strides_for_shape',
+    'fuse_reindexing',
+    'same_reorder',
 ]
 
 

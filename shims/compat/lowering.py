@@ -24,8 +24,6 @@ __all__ = [
     'make_fallback',
     'add_needs_realized_inputs',
     'needs_realized_inputs',
-    'register_pointwise',
-    'make_reduction',
     'clone',
     'to_dtype',
     'expand',
@@ -41,6 +39,9 @@ __all__ = [
     'select_decomp_table',
     'register_decomposition',
     'fast_random_decomps',
+    'constant_pad_nd',
+    'copy',
+    'slice_',
     'make_pointwise',
 ]
 

@@ -28,6 +28,12 @@ __all__ = [
     'parallel_num_threads',
     'metrics',
     'LoweringException',
+    'has_free_symbols',
+    'triton_type',
+    'upcast_compute_type',
+    'expr_fits_within_32bit',
+    'do_bench_using_profiling',
+    'is_same_tensor',
 ]
 
 
