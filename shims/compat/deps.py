@@ -27,6 +27,9 @@ __all__ = [
     'index_vars_squeeze',
     'extract_loop_body_with_args',
     'index_vars_no_squeeze',
+    'RecordLoadStore',
+    'canonicalization_prefix',
+    'extract_input_node_reduction_ranges',
 ]
 
 

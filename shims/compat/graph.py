@@ -24,6 +24,19 @@ __all__ = [
     'GraphLowering',
     'LoopBody',
     'MemoryUsageType',
+    'NullKernelHandler',
+    'Virtualized',
+    'SubgraphLowering',
+    'get_user_visible_output_strides',
+    'getattr_recursive',
+    'log_module_code',
+    'mark_nodes_dislike_padding',
+    'may_get_constant_buffer_dtype',
+    'CountOps',
+    'InterpreterShim',
+    'LightTracer',
+    'LoopBodyBlock',
+    'MemoryEntry',
 ]
 
 

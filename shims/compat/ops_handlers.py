@@ -27,6 +27,9 @@ __all__ = [
     'ReductionType',
     'StoreMode',
     'OpOverrides',
+    'NoopHandler',
+    'OpCountResult',
+    'OpCounterCSE',
 ]
 
 

@@ -29,6 +29,13 @@ __all__ = [
     'BaseScheduling',
     'WhyNoFuse',
     'InductorChoices',
+    'NodeUser',
+    'SchedulerDonatedBuffer',
+    'init_group_node',
+    'pformat',
+    'pick_loop_order',
+    'refresh_group_node_dependencies',
+    'Sortable',
 ]
 
 

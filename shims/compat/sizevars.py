@@ -35,6 +35,7 @@ __all__ = [
     'CeilDiv',
     'CleanDiv',
     'Identity',
+    'join_dimensions',
     'size_hint',
     'size_hint_or_throw',
     'check_equals',
