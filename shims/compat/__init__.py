@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._torch import compat_api as _compat_api
 from .codegen import (
     get_interface_for_device,
     register_backend_for_device,
@@ -83,9 +84,7 @@ _FLAT: dict[str, str] = {
 def __getattr__(name: str) -> Any:
     module = _FLAT.get(name)
     if module is not None:
-        from .._torch import compat_api
-
-        return compat_api.resolve(module, name)
+        return _compat_api.resolve(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
