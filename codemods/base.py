@@ -76,7 +76,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._extra_visit_funcs: dict[object, object] = {}
         self._extra_leave_funcs: dict[object, object] = {}
         self.findings: list[Finding] = []
-        self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str]] = []
+        self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
         self._header_comments: set[str] = set()
         self._reset_pass_state(None)
@@ -120,8 +120,8 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
         if self._raw_findings:
             lines = self._finding_lines([node for node, *_ in self._raw_findings])
-            for node, rule, kind, message in self._raw_findings:
-                self.findings.append(Finding(lines.get(id(node), 0), rule, kind, message))
+            for node, rule, kind, message, category in self._raw_findings:
+                self.findings.append(Finding(lines.get(id(node), 0), rule, kind, message, category))
             self._raw_findings = []
         return result
 
@@ -322,7 +322,8 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if self._wrapper is None:
             return root.value == "torch"
         qualname = self.imported_qualname(root)
-        return qualname is not None and (qualname == "torch" or qualname.startswith("torch."))
+        # the stable API's tier 2 re-exports torch's own objects: probing them is a torch test too
+        return qualname is not None and (qualname == "torch" or qualname.startswith(("torch.", "spyre_shims.compat.")))
 
     def _version_flags(self) -> frozenset[str]:
         if self._flags is None:
@@ -420,11 +421,13 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         return cst.Module(body=[]).code_for_node(node)
 
     # ---- findings and TODOs -------------------------------------------------
-    def record(self, node: cst.CSTNode, rule: str, kind: FindingKind, message: str) -> None:
-        """Add a finding for an original-tree node (its line is filled in after the pass)."""
-        self._raw_findings.append((node, rule, kind, message))
+    def record(self, node: cst.CSTNode, rule: str, kind: FindingKind, message: str, category: str = "") -> None:
+        """Add a finding for an original-tree node (its line is filled in after the pass);
+        ``category`` is the extension point it concerns (``migrate``)."""
+        self._raw_findings.append((node, rule, kind, message, category))
 
-    def todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind | None = "todo") -> None:
+    def todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind | None = "todo",
+             category: str = "") -> None:
         """Leave ``# TODO(...): message`` above the statement containing ``node``
         (and record a ``kind`` finding, unless ``None``).
 
@@ -441,7 +444,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if comment not in texts:
             texts.append(comment)
             if kind is not None:
-                self.record(node, rule, kind, message)
+                self.record(node, rule, kind, message, category)
 
     def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
         """Report a match left alone because it sits in a compat block (and, for the

@@ -116,6 +116,9 @@ def register(subparsers: Any) -> None:
     migrate.add_argument("--from", dest="source", type=_release, default=None, metavar="X",
                          help="torch release the code is written for (maps register_backend_for_device's "
                               "positional arguments)")
+    migrate.add_argument("--to", dest="target", type=_release, default=str(KNOWN_RELEASES[-1]), metavar="Y",
+                         help="torch release the migrated code must run on: only stable names that resolve there "
+                              f"are used (default {KNOWN_RELEASES[-1]}; every stable name resolves on the whole window)")
     _common_options(migrate)
     migrate.set_defaults(func=run_migrate, prog=migrate.prog)
 
@@ -175,7 +178,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
 
 def run_migrate(args: argparse.Namespace) -> int:
     """Entry point of ``migrate`` (returns the exit code)."""
-    return _execute(args, Job("migrate", args.source, None, None, args.mode))
+    return _execute(args, Job("migrate", args.source, args.target, None, args.mode))
 
 
 def _execute(args: argparse.Namespace, job: Job) -> int:
@@ -216,6 +219,11 @@ def _summary(report: RunReport) -> None:
     changed = "changed" if report.options.get("mode") == "write" else "to change"
     print(f"{report.command}: {s['files']} file(s), {s['changed']} {changed}, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+    sites = s.get("sites")
+    if sites:
+        print(f"internal-use sites: {sites['sites']}, rewritten onto stable names {sites['rewritten']} "
+              f"({100 * sites['rewritten_share']:.1f} %), TODO {sites['todo']}, left in compat blocks "
+              f"{sites['skipped']}", file=sys.stderr)
     advisories = report.advisories()
     if advisories:
         listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())

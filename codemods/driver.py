@@ -76,14 +76,16 @@ class Job:
             assert self.source is not None and self.target is not None
             return UpgradeCommand(context, self.source, self.target, self.rules(), modernize=self.modernize,
                                   index_checks=self.rule_ids is None)
-        return MigrateCommand(context, self.source)
+        return MigrateCommand(context, self.source, self.target)
 
     def prefilter(self) -> Callable[[bytes, str | None], bool]:
         """A cheap test over raw bytes (and the file's package): ``False`` proves the
         job has nothing to do in the file."""
         if self.command == "migrate":
             any_word = re.compile(b"|".join(re.escape(w.encode()) for w in _MIGRATE_TRIGGERS))
-            return lambda data, package: any_word.search(data) is not None
+            # inside torch itself (Inductor's own backends) internals are reached by relative imports
+            return lambda data, package: any_word.search(data) is not None or (
+                package is not None and package.startswith(INTERNAL_PREFIXES))
         selection = self.selection()
         rules_fire = _words_test(selection)
         if self.rule_ids is not None:  # named rules only: no index checks

@@ -15,6 +15,8 @@ get a TODO naming the compat import that replaces them.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
@@ -36,6 +38,7 @@ from .compat_targets import (
 from .imports import AliasTarget, split_import_from, statement_lines
 from .names import dotted, import_from_module, is_internal
 from .releases import Release, parse_release
+from .stable_names import StableNames, StableTarget
 
 __all__ = ["MigrateCommand"]
 
@@ -57,6 +60,11 @@ def _last_name(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=8)
+def _stable_names(source: str | None, target: str | None) -> StableNames:
+    return StableNames(source, target)
+
+
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
     return cst.Arg(keyword=cst.Name(name), value=value, equal=_NO_SPACE)
 
@@ -72,9 +80,13 @@ class MigrateCommand(RewriteCommand):
     DESCRIPTION = "Migrate direct torch._inductor/_dynamo usage onto spyre_shims.compat."
     TODO_TAG = _TAG
 
-    def __init__(self, context: CodemodContext, source: str | None = None) -> None:
+    def __init__(self, context: CodemodContext, source: str | None = None, target: str | None = None) -> None:
         super().__init__(context)
         self.source: Release | None = parse_release(source) if source else None
+        #: internal name -> stable name, for code written for ``source``, resolving on ``target``
+        self.stable = _stable_names(source, target)
+        #: original Attribute nodes rewritten onto a stable name (their outer chain is settled)
+        self._settled: set[int] = set()
         #: local names whose uses pass 1 rewrote away (their import may go)
         self.consumed: set[str] = set()
         #: internal modules reached through ``import torch`` whose uses were rewritten
@@ -103,7 +115,8 @@ class MigrateCommand(RewriteCommand):
                 if isinstance(assignment, ImportAssignment):
                     quals = {q.name for q in assignment.get_qualified_names_for(assignment.name)}
                     if any(SYMBOLS.get(q) == assignment.name for q in quals) or any(
-                        q == f"{COMPAT_MODULE}.{assignment.name}" for q in quals
+                        q == f"{COMPAT_MODULE}.{assignment.name}" or q.startswith(f"{COMPAT_MODULE}.")
+                        or ((t := self.stable_target(q)) is not None and t.name == assignment.name) for q in quals
                     ):
                         continue
                 names.add(assignment.name)
@@ -147,6 +160,24 @@ class MigrateCommand(RewriteCommand):
         AddImportsVisitor.add_needed_import(self.context, COMPAT_MODULE, name)
         return cst.Name(name)
 
+    def stable_target(self, qualname: str) -> StableTarget | None:
+        """The stable name replacing an internal qualname (the flat names first)."""
+        compat = SYMBOLS.get(qualname)
+        if compat is not None:
+            return StableTarget(COMPAT_MODULE, compat)
+        return self.stable.target(qualname)
+
+    def stable_expr(self, target: StableTarget) -> cst.BaseExpression:
+        """``name`` imported from its stable module, or ``spyre_compat_<module>.name`` on a clash."""
+        if target.module == COMPAT_MODULE:
+            return self.compat_expr(target.name)
+        if target.name in self.foreign_names:
+            alias = f"{COMPAT_ALIAS}_{target.short_module}"
+            AddImportsVisitor.add_needed_import(self.context, COMPAT_MODULE, target.short_module, asname=alias)
+            return cst.Attribute(value=cst.Name(alias), attr=cst.Name(target.name))
+        AddImportsVisitor.add_needed_import(self.context, target.module, target.name)
+        return cst.Name(target.name)
+
     def _consume(self, node: cst.BaseExpression) -> None:
         root = self.root_name(node)
         if root is None:
@@ -155,6 +186,7 @@ class MigrateCommand(RewriteCommand):
         qualname = self.imported_qualname(node)
         if qualname is not None:
             self.consumed_modules.add(qualname.rpartition(".")[0])
+            self.consumed_modules.add(qualname)
 
     def _skip_if_guarded(self, node: cst.CSTNode, rule: str, what: str) -> bool:
         guard = self.guard(node)
@@ -177,16 +209,13 @@ class MigrateCommand(RewriteCommand):
             return updated_node  # imported under an alias: the alias stays
         if compat in self.foreign_names or not self.references_unguarded(found[0].node, original_node.value):
             return updated_node
-        self.record(original_node, "compat-symbol", "rewrite", f"{original_node.value} -> {compat}")
+        self.record(original_node, "compat-symbol", "rewrite", f"{original_node.value} -> {compat}",
+                    self.stable.category(qualname or ""))
         return updated_node.with_changes(value=compat)
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
         if self.in_import:
             return updated_node
-        if original_node.attr.value not in _SYMBOL_WORDS:
-            root = self.root_name(original_node)
-            if root is None or root.value != "torch":  # internals reached another way are
-                return updated_node                     # flagged at their import (pass 2)
         qualname = self.imported_qualname(original_node)
         if qualname is None:
             return updated_node
@@ -195,15 +224,48 @@ class MigrateCommand(RewriteCommand):
             if self._skip_if_guarded(original_node, "compat-symbol", self.text(original_node)):
                 return updated_node
             self._consume(original_node)
-            self.record(original_node, "compat-symbol", "rewrite", f"{self.text(original_node)} -> {compat}")
+            self._settled.add(id(original_node))
+            self.record(original_node, "compat-symbol", "rewrite", f"{self.text(original_node)} -> {compat}",
+                        self.stable.category(qualname))
             return self.compat_expr(compat)
-        if is_internal(qualname) and self._is_outermost_internal(original_node):
-            root = self.root_name(original_node)
-            root_q = self.imported_qualname(root) if root is not None else None
-            if root_q is not None and not is_internal(root_q) and self.guard(original_node) is None:
-                self.todo(original_node, "no-equivalent",
-                          f"{qualname} has no stable-API equivalent in {COMPAT_MODULE}")
+        if is_internal(qualname):
+            return self._chain_link(original_node, updated_node, qualname)
         return updated_node
+
+    def _chain_link(self, original: cst.Attribute, updated: cst.Attribute, qualname: str) -> cst.BaseExpression:
+        """``a.b.c`` reaching an internal: settled at its first link past the modules
+        (``torch._inductor.virtualized.V``, ``ir.ComputedBuffer``, ``torch._inductor.config``)."""
+        value = original.value
+        if id(value) in self._settled:
+            self._settled.add(id(original))  # an inner link was rewritten: nothing left to do
+            return updated
+        value_q = self.imported_qualname(value)
+        if value_q is None or not (value_q == "torch" or self.stable.is_module(value_q)):
+            return updated
+        if isinstance(value, cst.Name) and value_q != "torch" and self.stable_target(value_q) is not None:
+            self._settled.add(id(original))  # a module alias served by the stable API: its import moves
+            return updated
+        parent = self.parent(original)
+        if isinstance(parent, cst.Attribute) and self.imported_qualname(parent) == CONFIG_PATCH[0]:
+            self._settled.add(id(original))  # config.patch(...) is rewritten with its call (leave_Call)
+            return updated
+        target = self.stable_target(qualname)
+        if target is None and self.stable.is_module(qualname):
+            return updated  # still walking down the modules
+        self._settled.add(id(original))
+        category = self.stable.category(qualname)
+        if self.guard(original) is not None:
+            return updated
+        if target is None or qualname in self.blocked:
+            self.todo(original, "no-equivalent", f"{qualname} [{category}]: {self.stable.advice(qualname)}",
+                      category=category)
+            return updated
+        if qualname == CONFIG_PATCH[0]:
+            return updated  # rewritten with its call (leave_Call)
+        self._consume(original)
+        self.record(original, "stable-name", "rewrite", f"{self.text(original)} -> {target.module}.{target.name}",
+                    category)
+        return self.stable_expr(target)
 
     def _is_outermost_internal(self, node: cst.Attribute) -> bool:
         parent = self.parent(node)
@@ -252,11 +314,11 @@ class MigrateCommand(RewriteCommand):
             return updated
         if spec.returns_value_compat_lacks and not isinstance(self.parent(original), cst.Expr):
             self.todo(original, rule, f".{method}() returned the left operand; {spec.compat}() returns None: "
-                                      f"call {spec.compat}(a, b) and use a")
+                                      f"call {spec.compat}(a, b) and use a", category="sizevars")
             return updated
         positional = [a for a in updated.args if a.keyword is None and not a.star]
         if any(a.star for a in updated.args) or len(positional) > spec.positional + len(spec.extra_positional):
-            self.todo(original, rule, f"map .{method}(...) to {spec.compat}() by hand")
+            self.todo(original, rule, f"map .{method}(...) to {spec.compat}() by hand", category="sizevars")
             return updated
         args = list(positional[: spec.positional])
         args += [a.with_changes(keyword=cst.Name(name), equal=_NO_SPACE)
@@ -267,7 +329,7 @@ class MigrateCommand(RewriteCommand):
             self._consume(receiver)
         else:
             args.append(_kwarg("sizevars", updated.func.value))
-        self.record(original, rule, "rewrite", f".{method}(...) -> {spec.compat}(...)")
+        self.record(original, rule, "rewrite", f".{method}(...) -> {spec.compat}(...)", "sizevars")
         return updated.with_changes(func=self.compat_expr(spec.compat), args=_tidy(args))
 
     def _is_unbacked_query(self, call: cst.Call) -> bool:
@@ -285,7 +347,8 @@ class MigrateCommand(RewriteCommand):
         assert isinstance(updated.func, cst.Attribute)
         if self._skip_if_guarded(original, "free-unbacked-symbols", self.text(original.func)):
             return updated
-        self.record(original, "free-unbacked-symbols", "rewrite", f"{self.text(original)} -> {FREE_SYMBOLS}(...)")
+        self.record(original, "free-unbacked-symbols", "rewrite", f"{self.text(original)} -> {FREE_SYMBOLS}(...)",
+                    "sizevars")
         return cst.Call(func=self.compat_expr(FREE_SYMBOLS), args=[cst.Arg(value=updated.func.value)])
 
     def _config_patch(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -301,10 +364,11 @@ class MigrateCommand(RewriteCommand):
             entry = cst.DictElement(key=positional[0].value, value=positional[1].value)
             args = [cst.Arg(value=cst.Dict(elements=[entry]), star="**")]
         else:
-            self.todo(original, "inductor-config", f"map config.patch(...) to {CONFIG_PATCH[1]}(**overrides) by hand")
+            self.todo(original, "inductor-config", f"map config.patch(...) to {CONFIG_PATCH[1]}(**overrides) by hand",
+                      category="config")
             return updated
         self._consume(original.func)
-        self.record(original, "inductor-config", "rewrite", f"config.patch(...) -> {CONFIG_PATCH[1]}(...)")
+        self.record(original, "inductor-config", "rewrite", f"config.patch(...) -> {CONFIG_PATCH[1]}(...)", "config")
         return updated.with_changes(func=self.compat_expr(CONFIG_PATCH[1]), args=_tidy(args))
 
     def _remap_arguments(self, original: cst.Call, updated: cst.Call, compat: str) -> cst.Call:
@@ -382,9 +446,10 @@ class _ImportPass(RewriteCommand):
                     extra.extend(new)
                     continue
             elif isinstance(stmt, cst.Import) and any(is_internal(dotted(a.name) or "") for a in stmt.names):
-                kept_import = self._import(stmt)
-                changed = changed or kept_import is not stmt
+                kept_import, new_imports = self._import(stmt)
+                changed = changed or kept_import is not stmt or bool(new_imports)
                 kept.extend([kept_import] if kept_import is not None else [])
+                extra.extend(new_imports)
                 continue
             kept.append(stmt)
         return statement_lines(updated_node, kept, extra) if changed else updated_node
@@ -411,13 +476,15 @@ class _ImportPass(RewriteCommand):
             else:
                 listed = ", ".join(dict.fromkeys(q for q, _ in names))
                 message = f"this {kind} imports torch internals ({listed}); the stable API may cover them"
-            self.todo(original_node, "compat-block", message)
+            self.todo(original_node, "compat-block", message,
+                      category=self.owner.stable.category(names[0][0]) if names else "")
         return super().on_leave(original_node, updated_node)
 
     def _import_from(self, node: cst.ImportFrom, module: str) -> tuple[cst.ImportFrom | None, list[cst.ImportFrom]]:
         if isinstance(node.names, cst.ImportStar):
             if not self._guarded(node, [(f"{module}.*", "*")]):
-                self.todo(node, "no-equivalent", f"star import from {module}: import the names you use")
+                self.todo(node, "no-equivalent", f"star import from {module}: import the names you use",
+                          category=self.owner.stable.category(module))
             return node, []
         entries = []
         for alias in node.names:
@@ -430,50 +497,69 @@ class _ImportPass(RewriteCommand):
         targets: list[AliasTarget | None] = []
         unmapped: list[str] = []
         blocked: list[str] = []
+        stable = self.owner.stable
         for alias, qualname, local in entries:
             refs = self._references(node, local)
-            compat = SYMBOLS.get(qualname)
-            if compat is not None and qualname not in self.owner.blocked:
-                keep_local = refs > 0 or compat in self.owner.foreign_names
-                asname = None if (local == compat or not keep_local) else local
-                targets.append(AliasTarget(COMPAT_MODULE, compat, asname))
-                kept_aliases.append(alias)
-                self.record(node, "compat-symbol", "rewrite", f"import {qualname} -> {COMPAT_MODULE}.{compat}")
-            elif refs == 0 and local in self.owner.consumed:
+            target = self.owner.stable_target(qualname)
+            if refs == 0 and local in self.owner.consumed and qualname not in self.owner.blocked:
                 self.record(node, "unused-import", "rewrite", f"removed import of {qualname} (no uses left)")
+            elif target is not None and qualname not in self.owner.blocked:
+                keep_local = refs > 0 or target.name in self.owner.foreign_names
+                asname = None if (local == target.name or not keep_local) else local
+                targets.append(AliasTarget(target.module, target.name, asname))
+                kept_aliases.append(alias)
+                self.record(node, "compat-symbol" if target.module == COMPAT_MODULE else "stable-name", "rewrite",
+                            f"import {qualname} -> {target.module}.{target.name}", stable.category(qualname))
             else:
                 kept_aliases.append(alias)
                 targets.append(None)
-                (blocked if compat is not None else unmapped).append(qualname)
-        if unmapped:
-            self.todo(node, "no-equivalent", f"no stable-API equivalent for {', '.join(unmapped)} in {COMPAT_MODULE}")
+                if stable.is_module(qualname):
+                    # its uses (``alias.Name``) were settled one by one in pass 1
+                    self.todo(node, "no-equivalent", f"{qualname} stays imported for the uses marked below", kind=None)
+                else:
+                    (blocked if qualname in self.owner.blocked else unmapped).append(qualname)
+        for qualname in unmapped:
+            category = stable.category(qualname)
+            self.todo(node, "no-equivalent", f"{qualname} [{category}]: {stable.advice(qualname)}", category=category)
         if blocked:
             self.todo(node, "compat-arguments",
                       f"{', '.join(q.rpartition('.')[2] for q in blocked)} kept internal: its positional arguments "
-                      f"after the 4th changed meaning in 2.9; re-run with --from RELEASE to migrate it")
+                      f"after the 4th changed meaning in 2.9; re-run with --from RELEASE to migrate it",
+                      category="codegen")
         if len(kept_aliases) == len(entries) and not any(targets):
             return node, []
         if not kept_aliases:
             return None, []
+        kept_aliases[-1] = kept_aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         trimmed = node.with_changes(names=kept_aliases)
         return split_import_from(trimmed, module, targets, self.package)
 
-    def _import(self, node: cst.Import) -> cst.Import | None:
+    def _import(self, node: cst.Import) -> tuple[cst.Import | None, list[cst.BaseSmallStatement]]:
         names: list[tuple[str, str]] = []
         for alias in node.names:
             name = dotted(alias.name) or ""
             if is_internal(name):
                 names.append((name, alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name))
         if self._guarded(node, names):
-            return node
-        kept, todo = [], []
+            return node, []
+        kept, todo, extra = [], [], []
+        stable = self.owner.stable
         for alias in node.names:
             name = dotted(alias.name) or ""
             if not is_internal(name):
                 kept.append(alias)
                 continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
+            target = self.owner.stable_target(name) if local is not None else None
+            if target is not None and local is not None:
+                # ``import torch._inductor.config as cfg`` -> ``from spyre_shims.compat.config import inductor as cfg``
+                asname = None if local == target.name else cst.AsName(name=cst.Name(local))
+                extra.append(cst.ImportFrom(module=cst.parse_expression(target.module),  # type: ignore[arg-type]
+                                            names=[cst.ImportAlias(name=cst.Name(target.name), asname=asname)]))
+                self.record(node, "stable-name", "rewrite", f"import {name} -> {target.module}.{target.name}",
+                            stable.category(name))
+                continue
+            if local is not None:
                 removable = self._references(node, local) == 0 and local in self.owner.consumed
             else:
                 removable = name in self.owner.consumed_modules and not self._chain_uses(node, name)
@@ -483,13 +569,13 @@ class _ImportPass(RewriteCommand):
                 kept.append(alias)
                 todo.append(name)
         if todo:
-            self.todo(node, "no-equivalent", f"no stable-API equivalent for {', '.join(todo)} in {COMPAT_MODULE}")
+            self.todo(node, "no-equivalent", f"{', '.join(todo)} stays imported for the uses marked below", kind=None)
         if len(kept) == len(node.names):
-            return node
+            return node, extra
         if not kept:
-            return None
+            return None, extra
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return node.with_changes(names=kept)
+        return node.with_changes(names=kept), extra
 
     def _chain_uses(self, node: cst.Import, module: str) -> bool:
         """Does any ``a.b.c...`` chain still reach ``module`` through this import's root?"""

@@ -27,6 +27,8 @@ class Finding:
     rule: str
     kind: FindingKind
     message: str
+    #: the extension point a ``migrate`` finding concerns (``ir``, ``sched``...); empty otherwise
+    category: str = ""
 
 
 @dataclass
@@ -80,8 +82,22 @@ class RunReport:
         found: Counter[str] = Counter(x.rule for f in self.files for x in f.findings if x.kind == "advisory")
         return dict(sorted(found.items()))
 
+    def by_category(self) -> dict[str, dict[str, int]]:
+        """``migrate``: per extension point, the internal-use sites found, rewritten
+        onto stable names, left with a TODO, and left alone in compat blocks."""
+        table: dict[str, Counter[str]] = {}
+        for f in self.files:
+            for x in f.findings:
+                if x.category:
+                    counts = table.setdefault(x.category, Counter())
+                    counts[x.kind] += 1
+                    counts["sites"] += 1
+        return {c: {"sites": n["sites"], "rewritten": n["rewrite"], "todo": n["todo"], "skipped": n["skipped"]}
+                for c, n in sorted(table.items())}
+
     def summary(self) -> dict[str, Any]:
-        """Counts by status, by finding kind and by rule."""
+        """Counts by status, by finding kind and by rule (and, for ``migrate``, the
+        internal-use sites by category)."""
         kinds: Counter[str] = Counter()
         rules: Counter[str] = Counter()
         for f in self.files:
@@ -99,7 +115,16 @@ class RunReport:
             "advisories": self.advisories(),
             "optional_rules": sorted({r for f in self.files for r in f.optional}),
             "seconds": round(self.seconds, 3),
+            **self._sites(),
         }
+
+    def _sites(self) -> dict[str, Any]:
+        categories = self.by_category()
+        if not categories:
+            return {}
+        total = {k: sum(c[k] for c in categories.values()) for k in ("sites", "rewritten", "todo", "skipped")}
+        share = total["rewritten"] / total["sites"] if total["sites"] else 0.0
+        return {"sites": {**total, "rewritten_share": round(share, 4)}, "by_category": categories}
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document."""

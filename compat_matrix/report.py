@@ -202,6 +202,28 @@ def _cost_section(rows: list[Row]) -> list[str]:
     return lines + [""]
 
 
+def _adapter_section(inputs: ReportInputs) -> list[str]:
+    """Each adapter module: which tier of the stable API it serves, the releases it is
+    active for (so the lines each release adds) and what it implements."""
+    if not inputs.adapters:
+        return []
+    lines = [
+        "## Shim adapters",
+        "",
+        "Release-specific code in `shims/_torch/adapters/`; a release's *shim adapter lines active* "
+        "above is the sum over the adapters whose releases contain it. Tier 2 adapters implement "
+        "`spyre_shims.compat` names a release lacks; tier 1 ones serve the Kernel IR backend and the device.",
+        "",
+        "| adapter | tier | releases | features | code lines |",
+        "|---|---|---|---|---:|",
+    ]
+    for adapter in sorted(inputs.adapters, key=lambda a: a.name):
+        tier = "2" if adapter.features and all(f.startswith("compat.") for f in adapter.features) else "1"
+        features = ", ".join(f"`{f}`" for f in adapter.features) or DASH
+        lines.append(f"| `{adapter.name}` | {tier} | `{adapter.releases}` | {features} | {adapter.lines} |")
+    return lines + [""]
+
+
 def _inductor_section(rows: list[Row]) -> list[str]:
     lines = [
         "## Whole `torch/_inductor` churn (context)",
@@ -330,6 +352,7 @@ def render_report(inputs: ReportInputs) -> str:
         _header(inputs),
         _compat_section(inputs),
         _cost_section(rows),
+        _adapter_section(inputs),
         _inductor_section(rows),
         _symbol_matrix(inputs, rows),
         _changes_section(rows),

@@ -1,7 +1,8 @@
 """mkdocs hooks: the pages that are generated, never hand-written.
 
 * ``reference/*.md``: one API-reference page per public module of the stable API
-  (``shims/*.py`` without a leading underscore), rendered by mkdocstrings;
+  (``shims/*.py`` and public sub-packages such as ``shims/compat/``, without a
+  leading underscore), rendered by mkdocstrings;
 * ``compatibility.md``: the compatibility table from ``compat_matrix/releases.toml``
   and ``compat_matrix/results/*.json`` (``spyre_matrix``);
 * ``<!-- generated: ... -->`` markers in guides: the codemods' real output on
@@ -56,8 +57,12 @@ def _link_sources() -> None:
 def stable_modules() -> list[tuple[str, str]]:
     """``(import name, first docstring line)`` of the package and its public modules."""
     out = []
-    for path in [SHIMS / "__init__.py", *sorted(SHIMS.glob("[!_]*.py"))]:
-        name = PACKAGE if path.name == "__init__.py" else f"{PACKAGE}.{path.stem}"
+    paths = [SHIMS / "__init__.py", *sorted(SHIMS.glob("[!_]*.py"))]
+    for package in sorted(p.parent for p in SHIMS.glob("[!_]*/__init__.py")):  # public sub-packages
+        paths += [package / "__init__.py", *sorted(package.glob("[!_]*.py"))]
+    for path in paths:
+        parts = path.relative_to(SHIMS).with_suffix("").parts
+        name = ".".join([PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)])
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         out.append((name, doc.strip().splitlines()[0] if doc.strip() else ""))
     return out

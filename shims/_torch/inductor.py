@@ -251,17 +251,6 @@ def reset_dynamo() -> None:
 # Version-normalised access to the Inductor internals vendors commonly touch, for the
 # public ``spyre_shims.compat`` module. Renames are found by feature detection.
 
-#: Stable name -> where the class lives, newest location first.
-COMPAT_CLASSES: dict[str, tuple[str, ...]] = {
-    "PythonWrapperCodegen": ("torch._inductor.codegen.wrapper:PythonWrapperCodegen",
-                             "torch._inductor.codegen.wrapper:WrapperCodeGen"),
-    "IndentedBuffer": ("torch.utils._indented_buffer:IndentedBuffer", "torch._inductor.utils:IndentedBuffer"),
-    "LoopBody": ("torch._inductor.loop_body:LoopBody", "torch._inductor.ir:LoopBody"),
-    "BaseScheduling": ("torch._inductor.scheduler:BaseScheduling",),
-    "DeviceOpOverrides": ("torch._inductor.codegen.common:DeviceOpOverrides",),
-    "DeviceInterface": ("torch._dynamo.device_interface:DeviceInterface",),
-}
-
 #: ``register_backend_for_device``'s optional arguments: stable keyword -> Inductor's.
 BACKEND_OPTIONS: dict[str, str] = {
     "cpp_wrapper": "device_cpp_wrapper_codegen",
@@ -278,12 +267,6 @@ SIZEVARS_METHODS: dict[str, tuple[str, ...]] = {
     "check_equals": ("check_equals", "guard_equals"),
     "guard_int": ("guard_int", "evaluate_static_shape"),
 }
-
-
-@functools.cache
-def compat_class(name: str) -> Any:
-    """The Inductor class behind ``spyre_shims.compat.<name>``."""
-    return resolve(f"compat.{name}", *COMPAT_CLASSES[name])
 
 
 def _common(attr: str) -> Any:
@@ -414,3 +397,49 @@ def lowering_device_type(args: Any, kwargs: Any) -> str | None:
             if d is not None:
                 return d.type
     return None
+
+
+def compat_ceildiv(numer: Any, denom: Any) -> Any:
+    """Inductor's ``ceildiv`` (positional: 2.8 renamed its first parameter)."""
+    return resolve("compat.sizevars.ceildiv", "torch._inductor.utils:ceildiv")(numer, denom)
+
+
+def compat_make_pointwise(fn: Any, **options: Any) -> Any:
+    """``make_pointwise`` with its options by keyword (2.8 dropped one in the middle)."""
+    return resolve("compat.lowering.make_pointwise", "torch._inductor.lowering:make_pointwise")(fn, **options)
+
+
+def compat_fresh_cache(**kwargs: Any) -> Any:
+    """``fresh_cache`` (2.8+) or ``fresh_inductor_cache`` (before)."""
+    return resolve("compat.caches.fresh_cache", "torch._inductor.utils:fresh_cache",
+                   "torch._inductor.utils:fresh_inductor_cache")(**kwargs)
+
+
+#: Dynamo options renamed inside the window: stable spelling -> every spelling, newest first.
+DYNAMO_RENAMES: dict[str, tuple[str, ...]] = {
+    "recompile_limit": ("recompile_limit", "cache_size_limit"),
+    "cache_size_limit": ("recompile_limit", "cache_size_limit"),
+    "accumulated_recompile_limit": ("accumulated_recompile_limit", "accumulated_cache_size_limit"),
+    "accumulated_cache_size_limit": ("accumulated_recompile_limit", "accumulated_cache_size_limit"),
+}
+
+
+def dynamo_config_patch(overrides: dict[str, Any]) -> Any:
+    """``torch._dynamo.config.patch(overrides)``, renamed options mapped, unknown ones named first."""
+    import difflib
+
+    config = importlib.import_module("torch._dynamo.config")
+    names = set(config.get_config_copy())
+    patch: dict[str, Any] = {}
+    unknown = []
+    for key, value in overrides.items():
+        spelling = next((n for n in DYNAMO_RENAMES.get(key, (key,)) if n in names), None)
+        if spelling is None:
+            unknown.append(key)
+        else:
+            patch[spelling] = value
+    if unknown:
+        hints = [f"{key!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(key, sorted(names), 1))
+                               else "") for key in unknown]
+        raise ValueError(f"unknown Dynamo config option(s) on torch {installed()}: {', '.join(hints)}")
+    return config.patch(patch)

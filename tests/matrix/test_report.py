@@ -103,6 +103,7 @@ def test_report_sections_and_notes(inputs: ReportInputs) -> None:
     assert "- **2.9.1**: n/a `device.python_privateuse1`: needs 2.10" in text
     assert "| `torch._inductor.sizevars:S.optimization_hint` | sizevars | ↪ | ↪ | ✓ |" in text
     assert "Currently 1." in text  # vendor lines, with the method stated above it
+    assert "| `old_device` | 1 | `<2.10` | `device` | 3 |" in text  # the adapter, its tier and releases
 
 
 def test_missing_adapters_folder_is_stated(inputs: ReportInputs) -> None:

@@ -1,0 +1,41 @@
+"""Dependencies: what a node reads and writes.
+
+Tier 2 of the stable API (``spyre_shims.compat``): the names below are
+Inductor's own objects on the installed release (classes keep ``isinstance``
+and subclassing), resolved on first access from the per-release table
+generated from the release wheels (``surface/compat_table.json``). Where a
+release moved or renamed one, the table points at its home there. Their
+members are Inductor's and are not promised; the names are, on every release
+2.6 - 2.15.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._lazy import resolve as _resolve
+
+__all__ = [
+    'Dep',
+    'MemoryDep',
+    'StarDep',
+    'WeakDep',
+    'IndexExprDep',
+    'ReadWrites',
+    'extract_read_writes',
+    'var_builder',
+    'index_vars_squeeze',
+    'extract_loop_body_with_args',
+    'index_vars_no_squeeze',
+    'RecordLoadStore',
+    'canonicalization_prefix',
+    'extract_input_node_reduction_ranges',
+]
+
+
+def __getattr__(name: str) -> Any:
+    return _resolve(__name__, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
