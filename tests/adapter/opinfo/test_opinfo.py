@@ -5,6 +5,8 @@ journal/crash handling, the summary; and the committed full summary
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,21 @@ def test_committed_summary_is_complete_and_has_no_fail() -> None:
     assert sum(data["counts"].values()) == data["items"] == len(run)
     assert data["counts"]["fail"] == 0, [f"{r['op']}:{r['dtype']}" for r in data["items_detail"]
                                         if r["status"] == "fail"]
+
+
+def test_the_sweep_command_runs_items_in_worker_processes(tmp_path: Path) -> None:
+    """``spyre-adapter opinfo`` end to end: two items in one worker process (the
+    sweep's own entry point, ``spyre_adapter.opinfo.worker``), their journal, and
+    the summary it writes - the same numbers in summary.json and in SUMMARY.md."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    out.mkdir()
+    work.mkdir()
+    res = subprocess.run([sys.executable, "-m", "spyre_adapter.cli", "opinfo", "--ops", "add", "neg", "--dtypes", "fp32",
+                          "--max-samples", "1", "--workers", "1", "--workdir", str(work), "--out", str(out)],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["items"] == 2 and doc["counts"]["pass"] == 2 and not doc["pending"]
+    done, started = parallel.read_journal(next(work.glob("*.jsonl")))
+    assert set(done) == {"add:fp32", "neg:fp32"} and started is None
+    assert "2 items: pass 2" in res.stdout and "| pass | 2 |" in (out / "SUMMARY.md").read_text().replace("  ", " ")
