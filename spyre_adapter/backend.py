@@ -62,7 +62,7 @@ def _plan_matmul(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symb
 
 
 def _plan_attention(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
-    return attention.program_for(kernel, m)
+    return attention.program_for(kernel, m, sizes)
 
 
 #: Kernel kind -> planner. A kind is "loops" for a fused loop-kernel group, or
@@ -72,6 +72,15 @@ PLANNERS: dict[str, Planner] = {
     "mm": _plan_matmul, "bmm": _plan_matmul, "addmm": _plan_matmul, "baddbmm": _plan_matmul,
     "attention": _plan_attention,
 }
+
+
+def is_symbolic(kernel: kir.Kernel) -> bool:
+    """True when the kernel's sizes depend on run-time symbols: it can only be
+    planned at a launch, which binds them. A recorded hand-written call
+    declares no symbols, so its operands' layouts are looked at too."""
+    return bool(kernel.symbols) or any(
+        isinstance(e, sympy.Basic) and e.free_symbols
+        for b in kernel.buffers for e in (*b.size, *b.stride, b.offset))
 
 
 def kind_of(kernel: kir.Kernel) -> str:
@@ -211,7 +220,7 @@ class SpyreBackend(Backend):
         ctx.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         self._record_limits(graph, exes, ctx)
-        programs = [e.program() if e is not None and not e.kernel.symbols else None for e in exes]
+        programs = [e.program() if e is not None and not is_symbolic(e.kernel) else None for e in exes]
         outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
@@ -227,9 +236,11 @@ class SpyreBackend(Backend):
     def _record_limits(graph: kir.GraphIR, exes: list[Executable | None], ctx: DeviceContext) -> None:
         """Record each kernel of ``graph`` that runs on the host because no program
         fits the machine. Derived here from the kernels themselves, not from
-        :meth:`compile`: a graph taken from Inductor's cache never calls compile."""
+        :meth:`compile`: a graph taken from Inductor's cache never calls compile.
+        A kernel with symbolic sizes is skipped: no program exists before a
+        launch binds its sizes, and the launch records a limit it hits."""
         for k, exe in zip(graph.kernels, exes):
-            if exe is not None or k.symbols:
+            if exe is not None or is_symbolic(k):
                 continue
             try:
                 _check_supported(k)
