@@ -49,3 +49,17 @@ def test_other_topk_forms_fall_back_visibly() -> None:
     (v, i), fallbacks = _run(lambda a: torch.topk(a, 20), x)
     assert any("topk" in f for f in fallbacks)
     assert torch.equal(i, torch.topk(x, 20).indices)
+
+
+@pytest.mark.parametrize("shape,dim,k", [((64, 71, 256), 1, 2), ((64, 71, 256), 1, 3), ((6, 17, 7, 64), 1, 2),
+                                         ((6, 17, 7, 64), 1, 3), ((6, 17, 7, 64), 2, 7), ((6, 17, 7, 64), 0, 4),
+                                         ((5, 9, 13), 0, 5), ((33, 7), 0, 8), ((3, 129, 5), 1, 8), ((3, 129, 5), 1, 1)])
+def test_topk_along_any_dimension_on_odd_sizes(report, shape, dim: int, k: int) -> None:
+    """Issue 33: topk(k=2, 3) along dim 1 of (64, 71, 256) and (6, 17, 7, 64) read
+    indices never written (a phased kernel's store was elided by LX residency);
+    every k the decomposition takes, along non-last dimensions of odd sizes."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(k * 31 + dim))
+    (v, i), fallbacks = _run(lambda a: torch.topk(a, k, dim=dim), x)
+    ve, ie = torch.topk(x, k, dim=dim)
+    assert not fallbacks and report.launch_count > 0
+    assert torch.equal(i, ie) and torch.equal(v, ve)
