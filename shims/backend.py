@@ -84,6 +84,10 @@ class Backend(abc.ABC):
     extern_ops: frozenset[str] = frozenset({"mm", "bmm", "addmm", "baddbmm"})
     #: Optional behaviours, by stable name. ``"reduce_to_single_element"``: the
     #: backend splits large reductions itself, so Inductor must not split them.
+    #: ``"scan"``: cumulative ops (cumsum, cumprod, logcumsumexp) reach the
+    #: backend as kernels with a ``scan`` instead of host fallbacks;
+    #: ``"tuple_reduction"`` with it: cummax and cummin too (a two-component
+    #: scan). A scan kernel is never fused with another.
     features: frozenset[str] = frozenset()
     #: Stable-API level the backend was written against.
     api_level: int = API_LEVEL

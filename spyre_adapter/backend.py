@@ -142,6 +142,8 @@ def _check_supported(kernel: kir.Kernel) -> None:
                 raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"the PE arrays do not multiply {bad[0]}")
         return
     buffers = {b.name: b for b in kernel.buffers}
+    if any(ins.op == "scan" for lk in kernel.kernels for ins in lk.body):
+        raise UnsupportedKernelError("op scan", kernel.name, "no Spyre scan program yet")
     for lk in kernel.kernels:
         # float64 launch parameters (Dynamo's unspecialized floats) are evaluated by
         # the host at launch and enter the card converted (see scalars.py).
@@ -183,7 +185,7 @@ class SpyreBackend(Backend):
     """Compiles Kernel IR into Spyre programs and runs them on the emulator."""
 
     device = "spyre"
-    features = frozenset({"reduce_to_single_element"})
+    features = frozenset({"reduce_to_single_element", "scan", "tuple_reduction"})
 
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()

@@ -206,10 +206,16 @@ def _make_scheduling(device: str) -> type:
             sv = ind.graph().sizevars
             return tuple(sv.simplify(sympy.Mul(*s)) for s in sizes)
 
+        # A scan is a kernel of its own: its reduction dimension is scanned and
+        # every point stored, which no fused loop nest of the Kernel IR says.
         def can_fuse_vertical(self, node1: Any, node2: Any) -> bool:
+            if ind.is_scan(node1) or ind.is_scan(node2):
+                return False
             return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), True)
 
         def can_fuse_horizontal(self, node1: Any, node2: Any) -> bool:
+            if ind.is_scan(node1) or ind.is_scan(node2):
+                return False
             return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), False)
 
         def codegen_node(self, node: Any) -> None:
