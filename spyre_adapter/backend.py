@@ -32,6 +32,8 @@ from .scheduler.loops import plan_group
 from .scheduler.lx_alloc import LxFull
 from .scheduler.matmul import plan_matmul
 from .scheduler.residency import plan_residency
+from .scheduler.scan_program import is_scan, plan_scan
+from .scheduler.scan_program import unsupported as scan_unsupported
 from .scheduler.residency import summary as residency_summary
 
 __all__ = ["SpyreBackend", "PayloadError", "read_payload", "PLANNERS", "plan", "current_machine", "use_machine", "set_machine",
@@ -61,6 +63,10 @@ def _plan_matmul(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symb
     return plan_matmul(kernel, m, sizes, kernel.name)
 
 
+def _plan_scan(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    return plan_scan(kernel, m, sizes, kernel.name)
+
+
 def _plan_attention(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
     return attention.program_for(kernel, m, sizes)
 
@@ -71,6 +77,7 @@ PLANNERS: dict[str, Planner] = {
     "loops": _plan_loops,
     "mm": _plan_matmul, "bmm": _plan_matmul, "addmm": _plan_matmul, "baddbmm": _plan_matmul,
     "attention": _plan_attention,
+    "scan": _plan_scan,
 }
 
 
@@ -85,7 +92,9 @@ def is_symbolic(kernel: kir.Kernel) -> bool:
 
 def kind_of(kernel: kir.Kernel) -> str:
     """The planner table's key for a kernel."""
-    return "loops" if isinstance(kernel, kir.KernelGroup) else kernel.op
+    if isinstance(kernel, kir.KernelGroup):
+        return "scan" if is_scan(kernel) else "loops"
+    return kernel.op
 
 
 def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> tuple[Program, str | None]:
@@ -142,8 +151,10 @@ def _check_supported(kernel: kir.Kernel) -> None:
                 raise UnsupportedKernelError(f"dtype {bad[0]}", kernel.name, f"the PE arrays do not multiply {bad[0]}")
         return
     buffers = {b.name: b for b in kernel.buffers}
-    if any(ins.op == "scan" for lk in kernel.kernels for ins in lk.body):
-        raise UnsupportedKernelError("op scan", kernel.name, "no Spyre scan program yet")
+    if is_scan(kernel):
+        why = scan_unsupported(kernel)
+        if why is not None:
+            raise UnsupportedKernelError("op scan", kernel.name, f"no Spyre scan program for {why}")
     for lk in kernel.kernels:
         # float64 launch parameters (Dynamo's unspecialized floats) are evaluated by
         # the host at launch and enter the card converted (see scalars.py).

@@ -21,7 +21,7 @@ import sympy
 
 from .. import kernel_ir as kir
 from .._registry import NAMESPACE, constant_arg_names, count, get_backend
-from ..errors import UnsupportedKernelError
+from ..errors import PatchTargetError, UnsupportedKernelError
 from ..index import as_expr
 from ..kernel_ir import FusionCandidate
 from . import capture
@@ -408,6 +408,8 @@ def install(backend: Backend) -> None:
     ind.register_backend(device, scheduling, wrapper, custom_pass=cache_pass)
     if cache_pass is None or not ind.supports_custom_pass():
         _key_cache_by_post_grad_pass(backend)
+    if "scan" in backend.features:
+        _unsplit_scans(device)
     ind.register_op_overrides(device, _make_op_overrides())
     ind.get("register_interface_for_device")(device, _make_interface(backend))
 
@@ -440,4 +442,29 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
     REGISTRY.register(Patch(name, "torch._inductor.config:post_grad_custom_post_pass", make,
                             "no per-device custom pass on this release: key Inductor's FX graph cache by the backend",
                             allow_none=True))
+    REGISTRY.apply(name)
+
+
+def _unsplit_scans(device: str) -> None:
+    """Inductor cuts a long scan with few rows into a split scan, a Triton
+    kernel form; a two-component scan (cummax) it cannot split falls back to
+    aten. A stable backend receives every scan whole and divides it itself:
+    for its device the split count is 1. Held while the backend is registered;
+    a release without the hook keeps Inductor's choice."""
+    def make(original: Any, fired: Any) -> Any:
+        def num_splits(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            hint, splits = original(*args, **kwargs)
+            where = kwargs["device"] if "device" in kwargs else args[0] if args else None
+            if getattr(where, "type", None) == device and splits != 1:
+                fired()
+                return hint, 1
+            return hint, splits
+        return classmethod(num_splits)
+
+    name = f"unsplit-scans:{device}"
+    try:
+        REGISTRY.register(Patch(name, "torch._inductor.ir:Scan.num_splits", make,
+                                f"{device} divides scans itself: Inductor must not split them", params=("device",)))
+    except PatchTargetError:
+        return
     REGISTRY.apply(name)
