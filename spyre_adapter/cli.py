@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "workloads": ("spyre_adapter.workloads.cli", "run real-model operator cases (YAML) on spyre vs CPU eager"),
     "bench": ("spyre_adapter.bench_cli", "scheduler/emulator benchmark against the physical limits"),
     "opinfo": ("spyre_adapter.opinfo.cli", "run the OpInfo sweep on the device and write its summary"),
+    "models": ("spyre_adapter.hf_sweep.cli", "the transformers causal-LM families; --sweep runs them all on spyre"),
     "probe": ("spyre_adapter.cli", "check the installed torch against the internal surface the shims use"),
     "upgrade": ("spyre_codemods.cli", "codemod: upgrade Inductor backend code across torch releases"),
     "migrate": ("spyre_codemods.cli", "codemod: move torch._inductor/_dynamo usage onto the stable API"),
