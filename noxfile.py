@@ -194,6 +194,19 @@ def opinfo(session: nox.Session) -> None:
     session.run("python", "-m", "spyre_adapter.opinfo", *session.posargs)
 
 
+@nox.session(python=PYTHON, venv_backend="venv")
+def models(session: nox.Session) -> None:
+    """The transformers family sweep (every causal-LM family of transformers' auto mapping,
+    static and dynamic, on the device against CPU eager; hours on 2 cores): writes
+    results/models/sweep.json and SWEEP.md; fails when a family crashes.
+
+    Options after `--` go to `spyre-adapter models --sweep` (e.g. `--families gpt2 opt`,
+    `--workdir DIR` to resume an interrupted sweep).
+    """
+    _install_project(session, f"torch=={CATALOG.development}", extras="test,hf")
+    session.run("spyre-adapter", "models", "--sweep", *session.posargs)
+
+
 def _shared_workload_files() -> list[str]:
     """The real-model workload files: ``shared/workloads`` beside this checkout
     (the first one going up; a git worktree sits one level deeper)."""
