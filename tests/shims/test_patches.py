@@ -64,11 +64,11 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.decompositions import NORM_OPS, ROUTING_OPS
+    from spyre_adapter.decompositions import CONV_OPS, NORM_OPS, ROUTING_OPS
 
     torch.compile(lambda a: a + 1)(torch.ones(2).to("spyre"))  # the compiler's setup runs at the first compile
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS)} | {"kernel-rewrites",
+    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS, *CONV_OPS)} | {"kernel-rewrites",
                                                                                  "unsplit-scans:spyre"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
