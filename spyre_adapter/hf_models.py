@@ -23,6 +23,7 @@ must not recompile). Recompiles and graph breaks are counted per run.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import time
 import warnings
@@ -247,6 +248,12 @@ class StepRecorder:
         self.forward = forward
         self.device = device
         self.steps: list[Step] = []
+        # generate checks its keyword arguments against the forward's signature
+        # (a model whose input preparation forwards **kwargs): keep the model's.
+        try:
+            self.__signature__ = inspect.signature(forward)
+        except (TypeError, ValueError):
+            pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ids = kwargs.get("input_ids", args[0] if args else None)

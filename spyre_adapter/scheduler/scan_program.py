@@ -40,8 +40,9 @@ from spyre_shims.reference import compute_dtype, concrete
 
 from ..machine import Machine
 from ..machine_spec import DoesNotFitError
-from ..model.program import (Candidate, CoreProgram, DmaLoad, DmaStore, LoopPlan, Lx, Operand, Program, Region,
-                             RingRecv, RingSend, Vec, itemsize)
+from ..model.bodies import index_cone
+from ..model.program import (AddrGen, Candidate, CoreProgram, DmaGather, DmaLoad, DmaStore, LoopPlan, Lx, Operand,
+                             Program, Region, RingRecv, RingSend, Vec, itemsize)
 from ..model.rules import EmulatorError, static_check
 from ..model.timing import simulate
 from .loop_program import chunk_bounds, split_box
@@ -102,30 +103,44 @@ def unsupported(kernel: KernelGroup) -> str | None:
         {x for i in lk.body for a in i.args if isinstance(a, sympy.Basic) for x in a.free_symbols}, key=str))}
     ivars, rvars = lk.index_vars()
     for k, ins in enumerate(lk.body):
-        if ins.mask is not None:
-            return f"a masked {ins.op} (a padded or concatenated input)"
-        if ins.op in ("indirect", "masked", "check_bounds", "device_assert", "reduction", "store_reduction"):
+        if ins.op in ("reduction", "store_reduction"):
             return f"{ins.op} in a scan body"
-        if k > s and ins.op not in _POST_OPS and ins.op not in POINTWISE:
+        if k > s and (ins.mask is not None or (ins.op not in _POST_OPS and ins.op not in POINTWISE)):
             return f"{ins.op} after the scan"
         if ins.op == "store" and (len(ins.args) > 3 and ins.args[3] is not None):
             return f"a {ins.args[3]} store in a scan body"
-        if ins.op in ("load", "store"):
-            if k < s and ins.op == "store":
-                return "a store before the scan"
-            if k > s and ins.op == "load":
-                return "a load after the scan"
+        if ins.op == "store" and k < s:
+            return "a store before the scan"
+        if ins.op == "load" and k > s:
+            return "a load after the scan"
+        if ins.op == "store":  # stores are DMAs of the output tile: affine, in order
             expr = sidx.as_expr(ins.args[1]).xreplace({x: v for x, v in probe.items() if x not in (*ivars, *rvars)})
             aff = sidx.affine(expr, (*ivars, *rvars))
-            if aff is None:
-                return f"{ins.op} of {ins.args[0]} at a non-affine index"
-            if any(c < 0 for c in aff[1]):
-                return f"{ins.op} of {ins.args[0]} in reverse order (DMA strides are positive)"
+            if aff is None or any(c < 0 for c in aff[1]):
+                return f"a store of {ins.args[0]} at a non-affine or reversed index"
+        if ins.op == "load" and k < s:
+            cone = index_cone(lk.body, (k,)) - {k}
+            if any(lk.body[p].op == "load" and _irregular(lk, p, probe) for p in cone):
+                return f"a load of {ins.args[0]} indexed through another irregular load"
         if ins.op == "getitem" and not (isinstance(ins.args[0], Ref) and ins.args[0].id == s):
             return "getitem of a value other than the scan"
     if not any(i.op == "store" for i in lk.body[s + 1:]):
         return "a scan whose result is not stored"
     return None
+
+
+def _irregular(lk: LoopKernel, pos: int, sizes: Mapping[sympy.Symbol, Any]) -> bool:
+    """Whether load ``pos`` is gathered (masked, not affine in the tile, or
+    reversed) rather than one DMA of a strided region."""
+    ins = lk.body[pos]
+    if ins.mask is not None:
+        return True
+    ivars, rvars = lk.index_vars()
+    variables = (*ivars, *rvars)
+    expr = sidx.as_expr(ins.args[1])
+    expr = expr.xreplace({x: sympy.Integer(v) for x, v in sizes.items() if x not in variables and x in expr.free_symbols})
+    aff = sidx.affine(expr, variables)
+    return aff is None or any(c < 0 for c in aff[1])
 
 
 def _shape(kernel: KernelGroup) -> ScanShape:
@@ -270,13 +285,17 @@ class _Builder:
         self.rows = math.prod(self.ranges)
         ivars, rvars = lk.index_vars()
         variables = (*ivars, *rvars)
-        dtypes = {b.name: b.dtype for b in group.buffers}
-        #: body position -> (buffer, dtype, (offset, coefficient per dim)) of its loads and stores
-        self.accesses = {k: (lk.body[k].args[0], dtypes[lk.body[k].args[0]],
-                             _affine(lk.body[k].args[1], variables, sizes)) for k in (*sh.loads, *sh.stores)}
+        self.dtypes = {b.name: b.dtype for b in group.buffers}
+        #: loads gathered through addresses the core computes (masked, irregular, reversed)
+        self.gathered = tuple(k for k in sh.loads if _irregular(lk, k, sizes))
+        #: body position -> (buffer, dtype, (offset, coefficient per dim)) of the other loads and the stores
+        self.accesses = {k: (lk.body[k].args[0], self.dtypes[lk.body[k].args[0]],
+                             _affine(lk.body[k].args[1], variables, sizes))
+                         for k in (*sh.loads, *sh.stores) if k not in self.gathered}
         self.local, self.carry, self.finish = _local_body(sh), _carry_body(sh), _finish_body(sh)
-        #: LX bytes of one tile point: its loads, two state tiles, its outputs
+        #: LX bytes of one tile point: its loads (and their addresses), two state tiles, its outputs
         self.point_bytes = (sum(itemsize(dt) for _, dt, _ in self.accesses.values())
+                            + sum(itemsize(self.dtypes[lk.body[k].args[0]]) + 8 for k in self.gathered)
                             + 2 * sum(itemsize(d) for d in sh.state_dtypes))
 
     # -- candidate divisions
@@ -382,6 +401,8 @@ class _Builder:
         length = s1 - s0
         ops: list[Operand] = []
         for pos in sh.loads:
+            if pos in self.gathered:
+                continue
             region, sizes, where = self._region(pos, tile)
             dt = self.accesses[pos][1]
             slot = Slot(f"{region.buffer} in", math.prod(sizes) * itemsize(dt))
@@ -389,6 +410,7 @@ class _Builder:
             ins.append(DmaLoad(region, dense))
             strides = tuple(dense.strides[w] if w >= 0 else 0 for w in where)
             ops.append(Operand(pos, "tile", SlotView(slot, 0, dt, shape, strides)))
+        ops += self._gather(ins, box, (s0, s1), shape, ops)
         states = [Slot(f"scan state {k}", math.prod(shape) * itemsize(dt)).view(dt, shape)
                   for k, dt in enumerate(sh.state_dtypes)]
         base = sh.scan + 1
@@ -426,6 +448,26 @@ class _Builder:
                    for k, dt in enumerate(sh.state_dtypes)]
         ins.append(Vec(2, tile, None, carry_ops(length, states, applied)))
         self._finish(ins, box, s0, s1, applied)
+        return out
+
+    def _gather(self, ins: list[Any], box: Box, red: tuple[int, int], shape: tuple[int, ...],
+                loaded: list[Operand]) -> list[Operand]:
+        """The gathered loads of a tile: their DRAM element indices computed on
+        the core (masked-off points -1, never fetched), then one gather each."""
+        if not self.gathered:
+            return []
+        numel = math.prod(shape)
+        body = self.sh.kernel.body
+        targets = [(pos, Slot(f"addrs {body[pos].args[0]}@{pos}", numel * 8).view("int64", (numel,)))
+                   for pos in self.gathered]
+        cone = index_cone(self.local.body, self.gathered)
+        ins.append(AddrGen(1, box, (red,), tuple(o for o in loaded if o.pos in cone), tuple(targets)))
+        out = []
+        for pos, addrs in targets:
+            dt = self.dtypes[body[pos].args[0]]
+            slot = Slot(f"{body[pos].args[0]} gathered", numel * itemsize(dt))
+            ins.append(DmaGather(body[pos].args[0], addrs, slot.view(dt, (numel,))))
+            out.append(Operand(pos, "tile", slot.view(dt, shape)))
         return out
 
     def _finish(self, ins: list[Any], box: Box, s0: int, s1: int, states: list[SlotView]) -> None:
