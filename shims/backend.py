@@ -87,7 +87,10 @@ class Backend(abc.ABC):
     #: ``"scan"``: cumulative ops (cumsum, cumprod, logcumsumexp) reach the
     #: backend as kernels with a ``scan`` instead of host fallbacks;
     #: ``"tuple_reduction"`` with it: cummax and cummin too (a two-component
-    #: scan). A scan kernel is never fused with another.
+    #: scan). A scan kernel is never fused with another. ``"complex_as_real"``:
+    #: complex arithmetic (rotary embeddings written with ``view_as_complex`` and
+    #: ``polar``) reaches the backend as the same computation on real and
+    #: imaginary parts instead of complex-dtype host fallbacks.
     features: frozenset[str] = frozenset()
     #: Stable-API level the backend was written against.
     api_level: int = API_LEVEL

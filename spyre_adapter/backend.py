@@ -196,7 +196,7 @@ class SpyreBackend(Backend):
     """Compiles Kernel IR into Spyre programs and runs them on the emulator."""
 
     device = "spyre"
-    features = frozenset({"reduce_to_single_element", "scan", "tuple_reduction"})
+    features = frozenset({"reduce_to_single_element", "scan", "tuple_reduction", "complex_as_real"})
 
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()

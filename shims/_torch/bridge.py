@@ -25,6 +25,7 @@ from ..errors import PatchTargetError, UnsupportedKernelError
 from ..index import as_expr
 from ..kernel_ir import FusionCandidate
 from . import capture
+from .complex_pass import realify_complex
 from . import inductor as ind
 from .cachedir import ensure_private
 from .patches import REGISTRY, Patch
@@ -389,7 +390,8 @@ def _make_cache_pass(backend: Backend) -> Any:
             return (str, (repr(self.uuid()),))
 
         def __call__(self, gm: Any) -> None:
-            return None
+            if "complex_as_real" in backend.features and realify_complex(gm.graph):
+                gm.recompile()
 
         def uuid(self) -> str:
             return _identity_key(backend)
@@ -431,6 +433,8 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
                 fired()
                 if original is not None:
                     original(graph)
+                if "complex_as_real" in backend.features:
+                    realify_complex(graph)
 
             def uuid(self) -> Any:
                 inner = original.uuid() if original is not None and hasattr(original, "uuid") else None
