@@ -377,7 +377,7 @@ def run_hf(opts: HFOptions, machine: Any = None, config: Any = None,
         prepare(model)
     weights = weight_bytes(model)
     g = torch.Generator().manual_seed(opts.seed + 1)
-    ids = torch.randint(0, config.vocab_size, (opts.batch, opts.prompt), generator=g)
+    ids = torch.randint(0, config.get_text_config().vocab_size, (opts.batch, opts.prompt), generator=g)
 
     ref = StepRecorder(model.forward, device=False)
     try:
