@@ -91,6 +91,22 @@ def no_zero_matrices(model: Any, std: float = 0.02, seed: int = 0) -> list[str]:
     return out
 
 
+def _eager_decodes(config: Any) -> bool:
+    """Whether the model decodes on CPU eager with transformers' dynamic cache."""
+    import torch
+
+    from ..hf_models import HFOptions, build_model, greedy
+
+    try:
+        model = build_model(config)
+        no_zero_matrices(model)
+        ids = torch.arange(3, 3 + PROMPT).view(1, -1) % config.get_text_config().vocab_size
+        greedy(model, ids, HFOptions(family=None, shapes="dynamic", prompt=PROMPT, new_tokens=NEW_TOKENS))
+    except Exception:  # noqa: BLE001 - any failure: the model does not decode at all
+        return False
+    return True
+
+
 def _fallback_names(messages: list[str]) -> list[str]:
     from ..workloads.differential import fallback_name
 
@@ -115,7 +131,11 @@ def run_item(item: Item) -> dict[str, Any]:
         r = run_hf(HFOptions(family=None, shapes=item.shapes, prompt=PROMPT, new_tokens=NEW_TOKENS), config=config,
                    prepare=lambda model: randomised.extend(no_zero_matrices(model)))
     except EagerReferenceError as exc:  # the model itself fails at these sizes: not a device crash
-        status, reason = classify_build_error(item.family, exc.__cause__ or exc)
+        cause = exc.__cause__ or exc
+        if item.shapes == "static" and _eager_decodes(config):
+            status, reason = "no static cache", f"its eager run fails with transformers' static KV cache: {_line(cause)}"
+        else:
+            status, reason = classify_build_error(item.family, cause)
         rec.update(status=status, error=reason, seconds=round(time.perf_counter() - t0, 1))
         return rec
     except Exception as exc:  # noqa: BLE001 - a crash is what the sweep looks for

@@ -14,7 +14,7 @@ from .item import NEW_TOKENS, PROMPT, SHAPES
 
 #: Statuses in table order: ran (pass, tokens differ, fallback, crash), then did not build.
 RAN = ("pass", "tokens differ", "fallback", "crash")
-NOT_BUILT = ("needs", "no default", "not built")
+NOT_BUILT = ("needs", "no default", "not built", "no static cache")
 STATUSES = RAN + NOT_BUILT
 MEANING = {
     "pass": "token-identical to CPU eager, no host fallback",
@@ -24,6 +24,7 @@ MEANING = {
     "needs": "needs an optional dependency or custom kernel this environment lacks",
     "no default": "its config class's own defaults do not build a model (transformers)",
     "not built": "does not build at the sweep's small sizes",
+    "no static cache": "decodes on CPU eager with the dynamic cache, not with transformers' static KV cache",
 }
 
 
@@ -120,8 +121,15 @@ def markdown(summary: dict[str, Any]) -> str:
             detail = r.get("error") or _cell(r)
             where = f" (at {', '.join(r['where'])})" if r.get("where") else ""
             lines.append(f"- `{r['family']}` {r['shapes']}: {detail}{where}")
-    skipped = {r["family"]: r for r in s["items"] if r["status"] in NOT_BUILT}
+    skipped = [r for r in s["items"] if r["status"] in NOT_BUILT]
     if skipped:
-        lines += ["", f"## Not run ({len(skipped)} families)", ""]
-        lines += [f"- `{f}` ({r['status']}): {r.get('error', '')}" for f, r in sorted(skipped.items())]
+        by_family: dict[str, list[dict[str, Any]]] = {}
+        for r in skipped:
+            by_family.setdefault(r["family"], []).append(r)
+        lines += ["", f"## Not run ({len(skipped)} items, {len(by_family)} families)", ""]
+        for f, rs in sorted(by_family.items()):
+            if len(rs) == len(SHAPES) and len({(r["status"], r.get("error")) for r in rs}) == 1:
+                lines.append(f"- `{f}` ({rs[0]['status']}): {rs[0].get('error', '')}")
+            else:
+                lines += [f"- `{f}` {r['shapes']} ({r['status']}): {r.get('error', '')}" for r in rs]
     return "\n".join(lines) + "\n"
