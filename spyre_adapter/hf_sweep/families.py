@@ -23,12 +23,13 @@ SMALL = {"hidden": 64, "heads": 4, "kv_heads": 2, "layers": 2, "intermediate": 1
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "hidden": ("hidden_size", "n_embd", "n_embed", "d_model", "model_dim", "dim"),
     "heads": ("num_attention_heads", "n_head", "n_heads", "num_heads", "decoder_attention_heads",
-              "encoder_attention_heads"),
-    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "num_kv_groups"),
+              "encoder_attention_heads", "swa_num_attention_heads"),
+    "kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num", "num_kv_groups",
+                 "swa_num_key_value_heads"),
     "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "decoder_layers", "encoder_layers"),
     "intermediate": ("intermediate_size", "n_inner", "ffn_dim", "decoder_ffn_dim", "encoder_ffn_dim", "d_ff",
                      "ffn_hidden_size", "dense_intermediate_size"),
-    "vocab": ("vocab_size",),
+    "vocab": ("vocab_size", "unpadded_vocab_size"),
     "positions": ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "max_sequence_length",
                   "max_target_positions", "max_source_positions"),
     "experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
@@ -59,7 +60,10 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "mamba2": {"head_dim": 32, "n_groups": 1, "state_size": 16, "chunk_size": 16},
     "xlnet": {"max_position_embeddings": DROP},
     "xmod": {"default_language": "en_XX"},
-    "gemma3n_text": {"num_kv_shared_layers": 0},
+    "gemma3n_text": {"num_kv_shared_layers": 0, "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 16},
+    "zamba": {"layers_block_type": ["linear_attention", "hybrid", "hybrid"], "num_hidden_layers": 3},
+    # at 4 heads of 16, a query/key half as wide as the value breaks xLSTM's chunked cell (matC shape)
+    "xlstm": {"qk_dim_factor": 1.0},
     "kolibri1_1": {"index_layers": [1]},
     "zaya": {"num_experts_per_tok": 1},
 }
@@ -97,11 +101,18 @@ def _settable(config: Any, name: str) -> bool:
     return _get(config, name) is not Ellipsis and not (isinstance(prop, property) and prop.fset is None)
 
 
+def _canonical(config: Any, name: str) -> str:
+    """The field an attribute name stands for (configs alias old names)."""
+    return getattr(type(config), "attribute_map", {}).get(name, name)
+
+
 def _put(out: dict[str, Any], config: Any, name: str, value: Any, when_none: bool = True) -> None:
-    """``out[name] = value`` when ``config`` has ``name`` as an int (or unset)."""
+    """``out[name] = value`` when ``config`` has ``name`` as an int (or unset);
+    written under the field's own name, which the class derives others from."""
     if not _settable(config, name):
         return
     current = _get(config, name)
+    name = _canonical(config, name)
     if isinstance(current, bool) or (current is None and not when_none):
         return
     if current is None or isinstance(current, int):
@@ -129,6 +140,7 @@ def _small_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
         _put(out, config, name, 1, when_none=False)
     hidden, heads = SMALL["hidden"], SMALL["heads"]
     _put(out, config, "head_dim", hidden // heads)
+    _put(out, config, "swa_head_dim", hidden // heads, when_none=False)
     if hasattr(config, "qk_rope_head_dim"):  # multi-head latent attention (DeepSeek-style)
         for name, value in (("qk_rope_head_dim", 8), ("qk_nope_head_dim", 8), ("v_head_dim", hidden // heads),
                             ("qk_head_dim", 16), ("kv_lora_rank", 32), ("head_dim", 8), ("num_key_value_heads", heads)):
@@ -149,6 +161,7 @@ def _small_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
     for name in LAYER_LISTS:
         v = _get(config, name)
         if isinstance(v, (list, tuple)) and v and all(isinstance(x, str) for x in v) and _settable(config, name):
+            name = _canonical(config, name)
             out[name] = _layer_list(list(v), layers)
             if len(out[name]) != layers:
                 for attr in ATTRIBUTES["layers"]:
