@@ -80,7 +80,8 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON, venv_backend="uv")
 @nox.parametrize("torch", [nox.param(r.torch, tags=r.nox_tags) for r in CATALOG.supported])
 def compat(session: nox.Session, torch: str) -> None:
-    """One matrix cell: install that torch, run the whole suite and the probe, write
+    """One matrix cell: install that torch (and the `hf` extra where transformers supports
+    it: the model tests run there too), run the whole suite and the probe, write
     compat_matrix/results/<release>.json (+ JUnit XML under results/junit/).
 
     The session fails when the release is not green, after the result is written.
@@ -90,8 +91,10 @@ def compat(session: nox.Session, torch: str) -> None:
     for tool in release.tools:
         if shutil.which(tool) is None:
             session.warn(f"{tool} not found: torch {torch} needs it ({release.device}); expect failures")
+    # The transformers model tests run wherever the `hf` extra supports this torch.
+    extras = "test,hf" if CATALOG.installs_hf(release) else "test"
     try:
-        _install_project(session, *release.index_args(), *release.pip_requirements())
+        _install_project(session, *release.index_args(), *release.pip_requirements(), extras=extras)
         session.run("python", "-m", "spyre_matrix", "compat-run", "--torch", torch, "--", *session.posargs)
     finally:
         if os.environ.get("SPYRE_MATRIX_PRUNE") == "1":
@@ -200,6 +203,19 @@ def _shared(relative: str) -> Path | None:
         if folder.is_dir():
             return folder
     return None
+
+
+@nox.session(python=PYTHON, venv_backend="venv")
+def models(session: nox.Session) -> None:
+    """The transformers family sweep (every causal-LM family of transformers' auto mapping,
+    static and dynamic, on the device against CPU eager; hours on 2 cores): writes
+    results/models/sweep.json and SWEEP.md; fails when a family crashes.
+
+    Options after `--` go to `spyre-adapter models --sweep` (e.g. `--families gpt2 opt`,
+    `--workdir DIR` to resume an interrupted sweep).
+    """
+    _install_project(session, f"torch=={CATALOG.development}", extras="test,hf")
+    session.run("spyre-adapter", "models", "--sweep", *session.posargs)
 
 
 def _shared_workload_files() -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 try:
@@ -71,6 +72,8 @@ class Catalog:
 
     releases: tuple[Release, ...]
     development: str  # the release day-to-day tests and CI run on
+    #: torch releases the `hf` extra's transformers supports (a PEP 440 specifier; "": none)
+    hf_torch: str = ""
 
     def __iter__(self) -> Iterator[Release]:
         return iter(self.releases)
@@ -89,6 +92,24 @@ class Catalog:
     @property
     def supported(self) -> tuple[Release, ...]:
         return tuple(r for r in self.releases if r.supported)
+
+    def installs_hf(self, release: Release) -> bool:
+        """Whether ``release``'s session installs the `hf` extra (transformers) and so runs the model tests."""
+        return bool(self.hf_torch) and release.version in SpecifierSet(self.hf_torch)
+
+    def hf_cell(self, release: Release, result: Mapping[str, Any] | None) -> str:
+        """The compatibility table's model-test cell: how the release's result ran
+        the transformers model tests, or why its session does not install them."""
+        if not self.installs_hf(release):
+            return f"not installed: the hf extra needs torch {self.hf_torch or '(none supported)'}"
+        hf = (result or {}).get("hf")
+        if not hf:
+            return "not recorded" if result else "not run"
+        if hf.get("transformers") is None:
+            return "not installed in the session"
+        t = hf.get("model_tests", {})
+        return (f"{t.get('passed', 0)} passed, {t.get('failed', 0)} failed, {t.get('skipped', 0)} skipped "
+                f"(transformers {hf['transformers']})")
 
     def tagged(self, tag: str) -> tuple[Release, ...]:
         return tuple(r for r in self.releases if tag in r.nox_tags)
@@ -141,7 +162,11 @@ def parse_catalog(data: Mapping[str, Any]) -> Catalog:
     minors = [r.minor for r in releases]
     if len(set(minors)) != len(minors):
         raise ValueError("catalog lists one release (the latest patch) per minor")
-    catalog = Catalog(tuple(releases), development=str(data.get("development", releases[-1].torch)))
+    hf_torch = str(data.get("hf", {}).get("torch", ""))
+    if hf_torch:
+        SpecifierSet(hf_torch)  # raises on a malformed specifier
+    catalog = Catalog(tuple(releases), development=str(data.get("development", releases[-1].torch)),
+                      hf_torch=hf_torch)
     if not catalog.get(catalog.development).supported:
         raise ValueError(f"development release {catalog.development} must be a supported release")
     return catalog
@@ -157,21 +182,25 @@ def _cell(text: str) -> str:
 
 
 def render_compat_table(
-    catalog: Catalog, statuses: Mapping[str, str] | None = None, *, only_supported: bool = True
+    catalog: Catalog, statuses: Mapping[str, str] | None = None, *, only_supported: bool = True,
+    results: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The docs compatibility table as Markdown.
 
     ``statuses`` maps a torch release to its matrix status ("pass"/"fail");
-    releases without one show "not run".
+    releases without one show "not run". ``results`` (release -> result) fill
+    the transformers model-test column.
     """
     statuses = statuses or {}
+    results = results or {}
     rows = [
-        "| torch | status | device route | nox session | notes |",
-        "|---|---|---|---|---|",
+        "| torch | status | device route | nox session | transformers model tests | notes |",
+        "|---|---|---|---|---|---|",
     ]
     releases: Iterable[Release] = catalog.supported if only_supported else catalog
     for r in releases:
         session = f"`{r.session_id}`" if r.supported else "static only"
         status = statuses.get(r.torch, "not run")
-        rows.append(f"| {r.torch} | {status} | {r.device} | {session} | {_cell(r.notes)} |")
+        models = _cell(catalog.hf_cell(r, results.get(r.torch))) if r.supported else "-"
+        rows.append(f"| {r.torch} | {status} | {r.device} | {session} | {models} | {_cell(r.notes)} |")
     return "\n".join(rows) + "\n"

@@ -130,8 +130,9 @@ def cmd_compat_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compat_table(args: argparse.Namespace) -> int:
-    statuses = {torch: r["status"] for torch, r in load_results().items()}
-    sys.stdout.write(render_compat_table(load_catalog(), statuses, only_supported=not args.all))
+    results = load_results()
+    statuses = {torch: r["status"] for torch, r in results.items()}
+    sys.stdout.write(render_compat_table(load_catalog(), statuses, only_supported=not args.all, results=results))
     return 0
 
 

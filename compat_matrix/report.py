@@ -179,7 +179,8 @@ def _provenance(results: Mapping[str, dict[str, Any]]) -> list[str]:
 
 def _compat_section(inputs: ReportInputs) -> list[str]:
     statuses = {torch: result["status"] for torch, result in inputs.results.items()}
-    return ["## Compatibility", "", *_provenance(inputs.results), render_compat_table(inputs.catalog, statuses)]
+    return ["## Compatibility", "", *_provenance(inputs.results),
+            render_compat_table(inputs.catalog, statuses, results=inputs.results)]
 
 
 def _cost_section(rows: list[Row]) -> list[str]:

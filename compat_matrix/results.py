@@ -50,6 +50,22 @@ def parse_junit(path: Path) -> SuiteCounts:
     return SuiteCounts(passed=total - failures - errors - skipped, failed=failures + errors, skipped=skipped)
 
 
+def parse_junit_cases(path: Path, classname_prefix: str) -> SuiteCounts:
+    """Counts of the test cases whose classname starts with ``classname_prefix``
+    (``tests.adapter.test_hf_``: the transformers model tests)."""
+    passed = failed = skipped = 0
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if not case.get("classname", "").startswith(classname_prefix):
+            continue
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    return SuiteCounts(passed=passed, failed=failed, skipped=skipped)
+
+
 def write_crash_junit(path: Path, exit_code: int, output: str) -> None:
     """A JUnit report for a pytest run that ended before writing one (e.g. a conftest
     that cannot import on this release): one errored "session" case holding the output."""

@@ -24,19 +24,28 @@ from typing import Any
 from packaging.version import Version
 
 from spyre_matrix.paths import PACKAGE_DIR, RESULTS_DIR
-from spyre_matrix.results import make_result, parse_junit, write_crash_junit, write_result
+from spyre_matrix.results import make_result, parse_junit, parse_junit_cases, write_crash_junit, write_result
 
 PROBE_COMMAND = ("spyre-adapter", "probe")
 MATRIX_ENV = "SPYRE_MATRIX_RUN"
 _TAIL_LINES = 60  # lines of pytest output kept for a crash report
 
 
-def installed_torch() -> str | None:
-    """The torch distribution's version in this environment, without importing torch."""
+#: JUnit classnames of the transformers model tests (the `hf` extra).
+MODEL_TESTS = "tests.adapter.test_hf_"
+
+
+def installed_version(distribution: str) -> str | None:
+    """A distribution's version in this environment, without importing it."""
     try:
-        return metadata.version("torch")
+        return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return None
+
+
+def installed_torch() -> str | None:
+    """The torch distribution's version in this environment, without importing torch."""
+    return installed_version("torch")
 
 
 def run_pytest(junit: Path, args: Sequence[str]) -> tuple[int, str]:
@@ -131,10 +140,13 @@ def run_compat(
         write_crash_junit(junit, exit_code, output)
     counts = parse_junit(junit)
     probe, probe_error = run_probe()
+    hf = {"transformers": installed_version("transformers"),
+          "model_tests": parse_junit_cases(junit, MODEL_TESTS).as_dict()}
     extra: dict[str, Any] = {
         "torch_installed": installed,
         "python": platform.python_version(),
         "duration_s": round(time.monotonic() - started, 1),
+        "hf": hf,
     }
     commit = source_commit()
     if commit is not None:

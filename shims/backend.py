@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import sympy
 import torch
@@ -84,6 +83,13 @@ class Backend(abc.ABC):
     extern_ops: frozenset[str] = frozenset({"mm", "bmm", "addmm", "baddbmm"})
     #: Optional behaviours, by stable name. ``"reduce_to_single_element"``: the
     #: backend splits large reductions itself, so Inductor must not split them.
+    #: ``"scan"``: cumulative ops (cumsum, cumprod, logcumsumexp) reach the
+    #: backend as kernels with a ``scan`` instead of host fallbacks;
+    #: ``"tuple_reduction"`` with it: cummax and cummin too (a two-component
+    #: scan). A scan kernel is never fused with another. ``"complex_as_real"``:
+    #: complex arithmetic (rotary embeddings written with ``view_as_complex`` and
+    #: ``polar``) reaches the backend as the same computation on real and
+    #: imaginary parts instead of complex-dtype host fallbacks.
     features: frozenset[str] = frozenset()
     #: Stable-API level the backend was written against.
     api_level: int = API_LEVEL

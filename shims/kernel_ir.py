@@ -98,7 +98,9 @@ class LoopKernel:
 
     Index symbols ``i0..`` span ``ranges`` and ``r0..`` span
     ``reduction_ranges`` (row-major). A kernel with reduction ranges stores its
-    reduced values with ``store_reduction``.
+    reduced values with ``store_reduction`` - or, when its body holds a
+    ``scan`` (one reduction dimension), the scanned value of every point with
+    ``store``.
     """
 
     name: str
@@ -251,6 +253,8 @@ def _refs(value: Any) -> Iterator[Ref]:
 def _check(obj: Any) -> None:
     """What the annotations cannot say: operands of the right kind, SSA order."""
     if isinstance(obj, Instr):
+        if obj.op == "scan":
+            _check_scan(obj)
         for pos in _INDEX_OPERANDS.get(obj.op, ()):
             if pos >= len(obj.args) or not isinstance(obj.args[pos], sympy.Expr):
                 raise ValueError(f"operand {pos} of {obj.op} must be an index expression")
@@ -262,6 +266,34 @@ def _check(obj: Any) -> None:
             for ref in (*_refs(ins.args), *_refs(ins.mask)):
                 if not 0 <= ref.id < k:
                     raise ValueError(f"instruction {k} ({ins.op}) refers to {ref.id}, not an earlier instruction")
+
+
+def _check_scan(ins: Instr) -> None:
+    """``scan(dtypes, values, combine)``: n dtype names, n value refs, and a
+    combine body whose first 2n instructions are ``scan_arg`` 0..2n-1, whose
+    references point to earlier instructions of its own, and whose last
+    instruction is ``scan_result`` of n values."""
+    if len(ins.args) != 3 or not all(isinstance(a, tuple) for a in ins.args):
+        raise ValueError("scan takes (dtypes, values, combine)")
+    dtypes, values, combine = ins.args
+    n = len(dtypes)
+    if n == 0 or len(values) != n or not all(isinstance(v, Ref) for v in values) \
+            or not all(isinstance(d, str) for d in dtypes):
+        raise ValueError("scan: one dtype name and one value reference per component")
+    if len(combine) < 2 * n + 1 or not all(isinstance(c, Instr) for c in combine):
+        raise ValueError("scan: the combine body holds 2n arguments and a result")
+    for k, c in enumerate(combine):
+        if (k < 2 * n) != (c.op == "scan_arg") or (k < 2 * n and c.args != (k,)):
+            raise ValueError(f"scan: combine instructions 0..{2 * n - 1} are scan_arg 0..{2 * n - 1}, no others")
+        if c.op in ("load", "store", "store_reduction", "indirect", "reduction", "scan", "index_expr", "masked"):
+            raise ValueError(f"scan: combine instruction {k} ({c.op}) is not a pointwise op")
+        for ref in (*_refs(c.args), *_refs(c.mask)):
+            if not 0 <= ref.id < k:
+                raise ValueError(f"scan: combine instruction {k} refers to {ref.id}, not an earlier instruction")
+    last = combine[-1]
+    if last.op != "scan_result" or len(last.args) != n or not all(isinstance(r, Ref) for r in last.args) \
+            or any(c.op == "scan_result" for c in combine[:-1]):
+        raise ValueError("scan: the combine body ends with scan_result of one value per component")
 
 
 def to_json(obj: Any, *, indent: int | None = None) -> str:

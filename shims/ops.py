@@ -5,6 +5,13 @@ dtype* (float16/bfloat16 values are computed in float32, as Inductor's own
 backends do) and by how its result dtype follows from its operands. Structural
 ops (``load``, ``store``, ``reduction``...) are listed in :data:`STRUCTURAL` and
 given meaning by :mod:`spyre_shims.reference`.
+
+``scan(dtypes, values, combine)`` is the inclusive scan of a kernel's one
+reduction dimension (cumsum, cumprod, logcumsumexp, cummax, cummin): ``values``
+are one reference per component, ``combine`` the associative combine function
+as its own small body - ``scan_arg`` 0..n-1 the earlier state, n..2n-1 the
+later one, pointwise ops, and ``scan_result`` naming the n combined
+components; ``getitem`` takes a component of the result.
 """
 
 from __future__ import annotations
@@ -184,6 +191,7 @@ POINTWISE["randint64"] = OpDef("randint64", 4, _randint, "int")
 STRUCTURAL: frozenset[str] = frozenset({
     "load", "store", "store_reduction", "constant", "index_expr", "to_dtype", "to_dtype_bitcast",
     "where", "masked", "indirect", "reduction", "getitem", "check_bounds", "device_assert", "frexp",
+    "scan", "scan_arg", "scan_result",
 })
 
 #: Reduction types ``reduction`` accepts; welford/online-softmax ones yield tuples.

@@ -31,7 +31,7 @@ from .kernel_ir import Instr, LoopKernel, Ref
 from .ops import POINTWISE, torch_dtype
 
 __all__ = ["Box", "Tile", "TileMemory", "FlatMemory", "KernelFault", "compute_dtype", "concrete", "full_box",
-           "evaluate", "compile_evaluation", "data_index_symbols", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
+           "evaluate", "compile_evaluation", "inclusive_scan", "scan_combine", "data_index_symbols", "tile_constant_positions", "reduction_phases", "partial_dtypes", "merge_partials", "combine_partials", "run_loop_kernel", "run_kernel",
            "run_extern", "buffer_view", "check_bounds", "strided_view"]
 
 #: A tile: (start, stop) per dimension.
@@ -663,6 +663,18 @@ def _compile_step(kernel: LoopKernel, pos: int, phase: Phase, reduction_splits: 
                 return _split(kind, v, nkeep, dt, tile, reduction_splits)
             return _final(kind, _partial(kind, v, nkeep, dt, tile.red, tile.red_full), dt)
         return reduction
+    if op == "scan":
+        dts = tuple(compute_dtype(torch_dtype(d)) for d in args[0])
+        values_of = tuple(_arg(v) for v in args[1])
+        combine = args[2]
+
+        def scan(vals: list[Any], partials: dict[int, Any], memory: TileMemory, tile: Tile) -> Any:
+            if len(tile.red) != 1:
+                raise NotImplementedError(f"{kernel.name}: a scan over {len(tile.red)} dimensions")
+            shape = tuple(tile.shape)
+            xs = tuple(_cast(torch.as_tensor(f(vals)), dt).expand(shape) for f, dt in zip(values_of, dts))
+            return inclusive_scan(combine, xs)
+        return scan
     if op == "frexp":
         x_of = _arg(args[0])
         return lambda vals, partials, memory, tile: torch.frexp(torch.as_tensor(x_of(vals)))
@@ -694,6 +706,55 @@ def _compile_step(kernel: LoopKernel, pos: int, phase: Phase, reduction_splits: 
     if rdt is None:
         return lambda vals, partials, memory, tile: fn(*[torch.as_tensor(f(vals)) for f in of])
     return lambda vals, partials, memory, tile: _round(fn(*[torch.as_tensor(f(vals)) for f in of]), rdt)
+
+
+# ------------------------------------------------------------------ scans
+
+@functools.lru_cache(maxsize=256)
+def _combine_steps(combine: tuple[Instr, ...]) -> tuple[int, tuple[tuple[int, _Step | None], ...], tuple[int, ...]]:
+    """(components, a step per combine instruction - None for its arguments -,
+    the result's positions)."""
+    n = sum(1 for c in combine if c.op == "scan_arg") // 2
+    lk = LoopKernel("scan_combine", (), (), combine)
+    steps = tuple((k, None if c.op == "scan_arg" else _compile_step(lk, k, "all", 1, False))
+                  for k, c in enumerate(combine[:-1]))
+    return n, steps, tuple(r.id for r in combine[-1].args)
+
+
+def scan_combine(combine: tuple[Instr, ...], a: Sequence[torch.Tensor],
+                 b: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """A ``scan``'s combine body applied pointwise: ``a`` the earlier states,
+    ``b`` the later ones (one tensor per component, in compute dtype)."""
+    n, steps, result = _combine_steps(combine)
+    vals: list[Any] = [None] * len(combine)
+    for k, step in steps:
+        vals[k] = (a[k] if k < n else b[k - n]) if step is None else step(vals, {}, None, None)  # type: ignore[arg-type]
+    shape = torch.broadcast_shapes(*(x.shape for x in (*a, *b)))  # type: ignore[no-untyped-call,unused-ignore]
+    return tuple(torch.as_tensor(vals[r]).expand(shape) for r in result)
+
+
+def _is_integer_add(combine: tuple[Instr, ...]) -> bool:
+    """``a + b`` of one integer component (a cumsum of ints or bools)."""
+    return (len(combine) == 4 and combine[2].op == "add" and combine[2].args == (Ref(0), Ref(1))
+            and combine[3].args == (Ref(2),) and combine[2].dtype is not None
+            and not torch_dtype(combine[2].dtype).is_floating_point)
+
+
+def inclusive_scan(combine: tuple[Instr, ...], values: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """The inclusive scan of ``values`` (one tensor per component) along their
+    last dimension with the combine body: ``log2(n)`` steps, each combining
+    every element with the one ``2^k`` before it (the order a vector unit
+    scans in, in the compute dtype). Integer sums are exact in any order."""
+    if _is_integer_add(combine):
+        return (torch.cumsum(values[0], -1, dtype=values[0].dtype),)
+    out = list(values)
+    n = out[0].shape[-1] if out else 0
+    d = 1
+    while d < n:
+        new = scan_combine(combine, [x[..., :-d] for x in out], [x[..., d:] for x in out])
+        out = [torch.cat([x[..., :d], c.to(x.dtype)], -1) for x, c in zip(out, new)]
+        d *= 2
+    return tuple(out)
 
 
 def _split(kind: str, value: Any, nkeep: int, out_dtype: torch.dtype, tile: Tile, splits: int) -> Any:

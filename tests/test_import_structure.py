@@ -34,6 +34,10 @@ DEFERRED: dict[tuple[str, str], str] = {
     ("spyre_adapter/zoo/command.py", "_command_hf"): "transformers (the [hf] extra) loads only for hf: models",
     # A worker process configures logging and warnings before torch and op_db load.
     ("spyre_adapter/opinfo/worker.py", "run"): "the sweep worker sets up its process before importing torch",
+    ("spyre_adapter/zoo/sweep/item.py", "run_item"): "the family sweep's worker sets up logging before torch and "
+                                                   "transformers load",
+    ("spyre_adapter/zoo/sweep/item.py", "_eager_decodes"): "as run_item (the worker's process setup comes first)",
+    ("spyre_adapter/zoo/sweep/item.py", "_fallback_names"): "as run_item (the worker's process setup comes first)",
     # Each speed measurement runs in a fresh child process; the parent only spawns them.
     ("spyre_adapter/bench/speed.py", "_block"): "models load in the measuring child process, not the parent",
     ("spyre_adapter/bench/speed.py", "_tiny"): "models load in the measuring child process, not the parent",

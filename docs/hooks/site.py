@@ -103,7 +103,7 @@ def _compatibility_page() -> str:
         "",
         f"Development release: torch {catalog.development}.",
         "",
-        render_compat_table(catalog, statuses),
+        render_compat_table(catalog, statuses, results=results),
         "## Matrix results",
         "",
     ]

@@ -21,10 +21,11 @@ import sympy
 
 from .. import kernel_ir as kir
 from .._registry import NAMESPACE, constant_arg_names, count, get_backend
-from ..errors import UnsupportedKernelError
+from ..errors import PatchTargetError, UnsupportedKernelError
 from ..index import as_expr
 from ..kernel_ir import FusionCandidate
 from . import capture
+from .complex_pass import realify_complex
 from . import inductor as ind
 from .cachedir import ensure_private
 from .patches import REGISTRY, Patch
@@ -206,10 +207,16 @@ def _make_scheduling(device: str) -> type:
             sv = ind.graph().sizevars
             return tuple(sv.simplify(sympy.Mul(*s)) for s in sizes)
 
+        # A scan is a kernel of its own: its reduction dimension is scanned and
+        # every point stored, which no fused loop nest of the Kernel IR says.
         def can_fuse_vertical(self, node1: Any, node2: Any) -> bool:
+            if ind.is_scan(node1) or ind.is_scan(node2):
+                return False
             return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), True)
 
         def can_fuse_horizontal(self, node1: Any, node2: Any) -> bool:
+            if ind.is_scan(node1) or ind.is_scan(node2):
+                return False
             return _backend_for(device).can_fuse(_candidate(node1), _candidate(node2), False)
 
         def codegen_node(self, node: Any) -> None:
@@ -383,7 +390,8 @@ def _make_cache_pass(backend: Backend) -> Any:
             return (str, (repr(self.uuid()),))
 
         def __call__(self, gm: Any) -> None:
-            return None
+            if "complex_as_real" in backend.features and realify_complex(gm.graph):
+                gm.recompile()
 
         def uuid(self) -> str:
             return _identity_key(backend)
@@ -402,6 +410,8 @@ def install(backend: Backend) -> None:
     ind.register_backend(device, scheduling, wrapper, custom_pass=cache_pass)
     if cache_pass is None or not ind.supports_custom_pass():
         _key_cache_by_post_grad_pass(backend)
+    if "scan" in backend.features:
+        _unsplit_scans(device)
     ind.register_op_overrides(device, _make_op_overrides())
     ind.get("register_interface_for_device")(device, _make_interface(backend))
 
@@ -423,6 +433,8 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
                 fired()
                 if original is not None:
                     original(graph)
+                if "complex_as_real" in backend.features:
+                    realify_complex(graph)
 
             def uuid(self) -> Any:
                 inner = original.uuid() if original is not None and hasattr(original, "uuid") else None
@@ -434,4 +446,29 @@ def _key_cache_by_post_grad_pass(backend: Backend) -> None:
     REGISTRY.register(Patch(name, "torch._inductor.config:post_grad_custom_post_pass", make,
                             "no per-device custom pass on this release: key Inductor's FX graph cache by the backend",
                             allow_none=True))
+    REGISTRY.apply(name)
+
+
+def _unsplit_scans(device: str) -> None:
+    """Inductor cuts a long scan with few rows into a split scan, a Triton
+    kernel form; a two-component scan (cummax) it cannot split falls back to
+    aten. A stable backend receives every scan whole and divides it itself:
+    for its device the split count is 1. Held while the backend is registered;
+    a release without the hook keeps Inductor's choice."""
+    def make(original: Any, fired: Any) -> Any:
+        def num_splits(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            hint, splits = original(*args, **kwargs)
+            where = kwargs["device"] if "device" in kwargs else args[0] if args else None
+            if getattr(where, "type", None) == device and splits != 1:
+                fired()
+                return hint, 1
+            return hint, splits
+        return classmethod(num_splits)
+
+    name = f"unsplit-scans:{device}"
+    try:
+        REGISTRY.register(Patch(name, "torch._inductor.ir:Scan.num_splits", make,
+                                f"{device} divides scans itself: Inductor must not split them", params=("device",)))
+    except PatchTargetError:
+        return
     REGISTRY.apply(name)

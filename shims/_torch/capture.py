@@ -184,6 +184,24 @@ class _Recorder:
         return tuple(self._emit("getitem", (r, k), "float32" if reduction_type != "online_softmax_reduce" else dt)
                      for k in range(n))
 
+    def scan(self, dtypes: Sequence[torch.dtype], combine_fn: Callable[..., Any], values: Any) -> tuple[Ref, ...]:
+        """An inclusive scan along the reduction dimension: ``combine_fn`` is
+        traced into the instruction's own body (its arguments ``scan_arg``)."""
+        vals = tuple(self._value(v) for v in values)
+        names = tuple(dtype_name(d) for d in dtypes)
+        n = len(vals)
+        sub = _Recorder(self.node, self._dtype_of, self._rename)
+        args = [sub._emit("scan_arg", (k,), names[k % n]) for k in range(2 * n)]
+        with ind.ops_handler(sub):
+            out = combine_fn(tuple(args[:n]), tuple(args[n:]))
+        result = tuple(sub._value(getattr(o, "value", o)) for o in out)
+        sub._emit("scan_result", result, None)
+        bad = [i.op for i in sub.body if i.op in ("load", "store", "indirect", "reduction", "index_expr", "masked")]
+        if bad or len(result) != n:
+            raise UnsupportedKernelError(f"scan combining with {bad[0] if bad else 'a different arity'}", self.node)
+        r = self._emit("scan", (names, vals, tuple(sub.body)), None)
+        return tuple(self._emit("getitem", (r, k), names[k]) for k in range(n))
+
     # -- pointwise math
     def __getattr__(self, op: str) -> Callable[..., Ref]:
         if op.startswith("_"):

@@ -179,6 +179,18 @@ def replay_body(snode: Any, handler: Any, ivars: Sequence[Any], rvars: Sequence[
         snode._body(list(ivars), list(rvars))
 
 
+def ops_handler(handler: Any) -> Any:
+    """A context in which Inductor's ``ops`` calls go to ``handler``."""
+    return get("V").set_ops_handler(handler)
+
+
+def is_scan(snode: Any) -> bool:
+    """Whether a scheduler node (or any node of a fused one) computes a scan."""
+    scan = getattr(get("ir"), "Scan", None)
+    nodes = snode.get_nodes() if hasattr(snode, "get_nodes") else [snode]
+    return scan is not None and any(isinstance(getattr(getattr(n, "node", None), "data", None), scan) for n in nodes)
+
+
 def node_outputs(snode: Any) -> list[str]:
     """Buffer names a scheduler node writes."""
     if hasattr(snode, "get_outputs"):

@@ -39,6 +39,7 @@ class Patch:
     fired: int = 0
     active: bool = False
     _saved: Any = _MISSING
+    _raw: Any = _MISSING
 
 
 def _resolve(target: str) -> tuple[Any, str]:
@@ -92,6 +93,9 @@ class PatchRegistry:
             return
         owner, leaf = _resolve(p.target)
         p._saved = getattr(owner, leaf).get(p.key, _MISSING) if p.key is not None else getattr(owner, leaf)
+        # A class attribute is restored as the descriptor it was (a classmethod
+        # or staticmethod, not the function getattr unwrapped).
+        p._raw = vars(owner).get(leaf, _MISSING) if isinstance(owner, type) and p.key is None else _MISSING
 
         def fired() -> None:
             p.fired += 1
@@ -119,8 +123,8 @@ class PatchRegistry:
         elif p.key is not None:
             getattr(owner, leaf)[p.key] = p._saved
         else:
-            setattr(owner, leaf, p._saved)
-        p.active, p._saved = False, _MISSING
+            setattr(owner, leaf, p._saved if p._raw is _MISSING else p._raw)
+        p.active, p._saved, p._raw = False, _MISSING, _MISSING
         log.info("patch %s restored", p.name)
 
     @contextmanager

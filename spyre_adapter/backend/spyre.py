@@ -38,8 +38,17 @@ from spyre_adapter.scheduler import kinds as _builtin_kinds  # noqa: F401 - regi
 from spyre_adapter.scheduler.residency import plan_residency
 from spyre_adapter.scheduler.residency import summary as residency_summary
 
-__all__ = ["SpyreBackend", "PayloadError", "read_payload", "plan", "plan_launch", "supported_kind", "current_machine",
-           "use_machine", "set_machine"]
+__all__ = ["SpyreBackend", "PayloadError", "read_payload", "plan", "plan_launch", "supported_kind", "is_symbolic",
+           "current_machine", "use_machine", "set_machine"]
+
+
+def is_symbolic(kernel: kir.Kernel) -> bool:
+    """True when the kernel's sizes depend on run-time symbols: it can only be
+    planned at a launch, which binds them. A recorded hand-written call
+    declares no symbols, so its operands' layouts are looked at too."""
+    return bool(kernel.symbols) or any(
+        isinstance(e, sympy.Basic) and e.free_symbols
+        for b in kernel.buffers for e in (*b.size, *b.stride, b.offset))
 
 
 def supported_kind(kernel: kir.Kernel) -> KernelKind:
@@ -125,7 +134,7 @@ class SpyreBackend(Backend):
     """Compiles Kernel IR into Spyre programs and runs them on the emulator."""
 
     device = "spyre"
-    features = frozenset({"reduce_to_single_element"})
+    features = frozenset({"reduce_to_single_element", "scan", "tuple_reduction", "complex_as_real"})
 
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()
@@ -135,7 +144,7 @@ class SpyreBackend(Backend):
     def compile(self, kernel: kir.Kernel) -> str:
         supported_kind(kernel)
         m = current_machine()
-        if not kernel.symbols:
+        if not is_symbolic(kernel):
             # Planned now, once: a kernel no program fits falls back (visibly) at
             # compile time; on_graph records why (the CLI makes it an error).
             try:
@@ -176,7 +185,8 @@ class SpyreBackend(Backend):
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         self._record_limits(graph, exes, session)
         # (kernels of run-time sizes are planned at their launches; residency is for static ones)
-        programs = [e.program(session.machine) if e is not None and not e.kernel.symbols else None for e in exes]
+        programs = [e.program(session.machine) if e is not None and not is_symbolic(e.kernel) else None
+                    for e in exes]
         outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
@@ -194,7 +204,7 @@ class SpyreBackend(Backend):
         Inductor's cache, which never calls compile - planned now. Kernels of
         run-time sizes are planned at their launches, which fall back there."""
         for k, exe in zip(graph.kernels, exes):
-            if exe is not None or k.symbols:
+            if exe is not None or is_symbolic(k):
                 continue
             kept = self._kept(k, session.machine)
             if isinstance(kept, DoesNotFit):

@@ -22,7 +22,7 @@ from spyre_adapter.harness.usage import ArgError, UsageError
 
 __all__ = [
     "UsageError", "ArgError", "ArgumentParser", "HelpFormatter", "dispatch", "int_range", "float_range", "output_file",
-    "existing_file", "existing_dir", "check_output", "one_of", "run_checks", "EXIT_USAGE",
+    "existing_file", "existing_dir", "check_output", "one_of", "run_checks", "EXIT_USAGE", "add_pool_arguments",
 ]
 
 #: Exit status of a bad argument (argparse's and the codemods').
@@ -199,3 +199,19 @@ def _resolve(ref: Callable[..., Any] | str) -> Callable[..., Any]:
         return ref
     module, _, name = ref.partition(":")
     return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def add_pool_arguments(p: argparse.ArgumentParser, *, timeout: float, failure: str) -> None:
+    """The options of a sweep run in worker processes (resumable journals):
+    ``--workers``, ``--timeout``, ``--workdir``, ``--summarize-only``; an item
+    over the timeout counts as ``failure``."""
+    p.add_argument("--workers", type=int_range(1), default=os.cpu_count() or 1, metavar="N",
+                   help="worker processes (default: one per CPU)")
+    p.add_argument("--timeout", type=float_range(0.0, inclusive=False), default=timeout, metavar="SECONDS",
+                   help=f"seconds an item may run before it counts as a {failure}")
+    p.add_argument("--workdir", type=existing_dir, metavar="DIR",
+                   help="an existing folder for the journals; rerun with the same folder to resume "
+                        "(default: a new temporary folder)")
+    p.add_argument("--summarize-only", action="store_true",
+                   help="write the summary from the journals in --workdir without running (a partial sweep "
+                        "is marked incomplete, its missing items listed)")

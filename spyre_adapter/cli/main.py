@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reference": ("spyre_adapter.cli.bench", "our modeled time against IBM torch-spyre's cost model"),
     "speed": ("spyre_adapter.cli.bench", "compile time and emulator speed against eager (fresh processes)"),
     "opinfo": ("spyre_adapter.cli.opinfo", "run the OpInfo sweep on the device and write its summary"),
+    "models": ("spyre_adapter.cli.models", "the transformers causal-LM families; --sweep runs them all on spyre"),
     "probe": ("spyre_adapter.cli.main", "check the installed torch against the internal surface the shims use"),
     "upgrade": ("spyre_codemods.cli", "codemod: upgrade Inductor backend code across torch releases"),
     "migrate": ("spyre_codemods.cli", "codemod: move torch._inductor/_dynamo usage onto the stable API"),

@@ -5,11 +5,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
-from spyre_adapter.cli.argcheck import ArgError, existing_dir, float_range, int_range
+from spyre_adapter.cli.argcheck import ArgError, add_pool_arguments, existing_dir, int_range
 
 #: dtypes the sweep covers (``corpus.DTYPES`` maps them to torch dtypes).
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
@@ -29,18 +28,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"dtypes to run (default: {' '.join(DTYPE_NAMES)})")
     p.add_argument("--max-samples", type=int_range(1, MAX_SAMPLES), default=DEFAULT_MAX_SAMPLES, metavar="N",
                    help=f"samples per op x dtype, spread over the op's sample list, 1 to {MAX_SAMPLES}")
-    p.add_argument("--workers", type=int_range(1), default=os.cpu_count() or 1, metavar="N",
-                   help="worker processes (default: one per CPU)")
-    p.add_argument("--timeout", type=float_range(0.0, inclusive=False), default=600.0, metavar="SECONDS",
-                   help="seconds an item may run before it counts as a fail")
-    p.add_argument("--workdir", type=existing_dir, metavar="DIR",
-                   help="an existing folder for the journals; rerun with the same folder to resume "
-                        "(default: a new temporary folder)")
+    add_pool_arguments(p, timeout=600.0, failure="fail")
     p.add_argument("--out", type=existing_dir, default=Path("results/opinfo"), metavar="DIR",
                    help="existing folder for summary.json and SUMMARY.md")
-    p.add_argument("--summarize-only", action="store_true",
-                   help="write the summary from the journals in --workdir without running (a partial sweep "
-                        "is marked incomplete, its missing items listed)")
     p.set_defaults(func="spyre_adapter.opinfo.command:run_command", checks=[check_opinfo])
 
 

@@ -50,15 +50,26 @@ class OpCounts(tuple):  # type: ignore[type-arg]
         return int(self[3])
 
 
+#: Combine steps per point of a scan: log-steps inside a stick (5 for the 32
+#: fp32 lanes) and one carry between sticks. An assumption, not fitted.
+SCAN_STEPS = 6
+
+
 @functools.lru_cache(maxsize=4096)
 def op_counts(body: tuple[Instr, ...]) -> OpCounts:
-    """Vector and SFU ops per point of a body (a reduction is one op per point)."""
+    """Vector and SFU ops per point of a body (a reduction is one op per point;
+    a scan :data:`SCAN_STEPS` times its combine function's ops)."""
     vec_pre = sfu_pre = vec_post = sfu_post = 0
     post = False
     for ins in body:
         if ins.op == "reduction":
             vec_pre += 1
             post = True
+            continue
+        if ins.op == "scan":
+            combine = [c for c in ins.args[2] if c.op not in ("scan_arg", "scan_result", "constant")]
+            vec_pre += SCAN_STEPS * max(1, len(combine))
+            sfu_pre += SCAN_STEPS * sum(c.op in SFU_OPS for c in combine)
             continue
         if ins.op in _FREE:
             continue

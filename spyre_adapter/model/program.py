@@ -383,7 +383,7 @@ class Program:
     kernel), ``lx_out`` what it leaves there for later kernels."""
 
     name: str
-    kind: Literal["loop", "matmul", "attention"]
+    kind: Literal["loop", "matmul", "attention", "scan"]
     kernel: Any
     bodies: tuple[kir.LoopKernel, ...]
     cores: tuple[CoreProgram, ...]

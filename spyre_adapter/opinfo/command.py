@@ -6,10 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
+from spyre_adapter.harness.pool import journals, run_parallel
 from spyre_adapter.opinfo.corpus import items
-from spyre_adapter.opinfo.parallel import journals, run_parallel
 from spyre_adapter.opinfo.summary import build, markdown
+
+#: The sweep's worker process (``python -m``): runs items, journals each record.
+WORKER = "spyre_adapter.opinfo.worker"
+
+
+def lost_record(key: str, cause: str) -> dict[str, Any]:
+    """The record of an item whose worker crashed or hung: a fail naming the cause."""
+    op, dtype = key.split(":", 1)
+    return {"op": op, "dtype": dtype, "status": "fail", "samples": {}, "first_failure": {"error": cause}}
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -20,7 +30,8 @@ def run_command(args: argparse.Namespace) -> int:
         records = journals(args.workdir)
         wall = sum(r.get("seconds", 0.0) for r in records.values()) / max(args.workers, 1)
     else:
-        records = run_parallel(run, workers=args.workers, max_samples=args.max_samples, workdir=args.workdir,
+        records = run_parallel(run, workers=args.workers, max_samples=args.max_samples, module=WORKER,
+                               label="opinfo sweep", lost=lost_record, workdir=args.workdir,
                                timeout=args.timeout)
         wall = time.perf_counter() - t0
     summary = build(records, not_applicable, max_samples=args.max_samples, wall_seconds=wall,

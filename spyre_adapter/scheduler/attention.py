@@ -25,7 +25,7 @@ import sympy
 
 from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
-from spyre_shims.reference import concrete
+from spyre_shims.errors import UnsupportedKernelError
 
 from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.model.errors import DoesNotFit
@@ -185,8 +185,9 @@ def _emit(s: Shape, m: Machine, scale: float, bq: int, bk: int, units: list[tupl
     vs = s.lk * dv
     os_ = s.lq * dv
     streams = []
+    cuts = _stick_cuts(units, cores, s, bq, m.stick_bytes)
     for c in range(m.cores):
-        mine = units[c * len(units) // cores:(c + 1) * len(units) // cores] if c < cores else []
+        mine = units[cuts[c]:cuts[c + 1]] if c < cores else []
         ins: list[Any] = []
         kv: dict[tuple[int, int], tuple[SlotView, SlotView]] = {}
         for bh, i in mine:
@@ -251,6 +252,21 @@ def _emit(s: Shape, m: Machine, scale: float, bq: int, bk: int, units: list[tupl
     return streams, body_list
 
 
+def _stick_cuts(units: list[tuple[int, int]], cores: int, s: Shape, bq: int, stick: int) -> list[int]:
+    """Where each core's run of units starts (``cores + 1`` positions, even
+    shares): a core's output must be whole sticks (no two cores write parts of
+    one), so a run may only end after a unit whose output ends on a stick
+    boundary. A head dim of a few elements makes several units share a stick."""
+    isz = s.isz
+    aligned = [k + 1 for k, (bh, i) in enumerate(units)
+               if k == len(units) - 1 or ((bh * s.lq + min(s.lq, (i + 1) * bq)) * s.vdim * isz) % stick == 0]
+    cuts = [0]
+    for c in range(1, cores):
+        target = c * len(units) // cores
+        cuts.append(max(cuts[-1], next(a for a in aligned if a >= target)))
+    return cuts + [len(units)]
+
+
 def _ops(lk: kir.LoopKernel, views: dict[str, SlotView]) -> tuple[Operand, ...]:
     """Every load/store of ``lk`` bound to the LX window of its label."""
     return tuple(Operand(p, "window", views[ins.args[0]])  # type: ignore[arg-type]
@@ -259,15 +275,24 @@ def _ops(lk: kir.LoopKernel, views: dict[str, SlotView]) -> tuple[Operand, ...]:
 
 def shape_of(q: Any, k: Any, v: Any, causal: bool, dtype: str,
              sizes: Mapping[sympy.Symbol, int] | None = None) -> Shape:
-    """The Shape of a call from its q, k, v sizes (symbolic ones bound by ``sizes``)."""
-    q, k, v = (tuple(concrete(x, sizes or {}) for x in t) for t in (q, k, v))
+    """The Shape of a call from its q, k, v sizes (Kernel IR sizes: their
+    symbols bound by ``sizes``)."""
+    q, k, v = (tuple(_concrete_size(x, sizes) for x in t) for t in (q, k, v))
     return Shape(q[0], q[1], q[2], k[2], q[3], itemsize(dtype), bool(causal), dtype, v[3])
+
+
+def _concrete_size(x: Any, sizes: Mapping[sympy.Symbol, int] | None) -> int:
+    e = sympy.sympify(x).subs(sizes) if sizes and isinstance(x, sympy.Basic) else x
+    if isinstance(e, sympy.Basic) and e.free_symbols:
+        raise UnsupportedKernelError("symbolic size", "attention",
+                                     f"size {e} has no value: a call is planned at launch, with its sizes")
+    return int(e)
 
 
 def program_for(kernel: Any, m: Machine, sizes: Mapping[sympy.Symbol, int] | None = None) -> Program:
     """The program of a recorded call of this kernel (Kernel IR ``attention`` op:
     inputs q, k, v; attributes ``causal`` and ``scale``), as the device runs it,
-    at run-time ``sizes`` when its shapes are symbolic."""
+    its size symbols bound by ``sizes``."""
     q, k, v = kernel.inputs[0], kernel.inputs[1], kernel.inputs[2]
     s = shape_of(q.size, k.size, v.size, bool(kernel.attr("causal", False)), q.dtype, sizes)
     p = plan(s, m, kernel.attr("scale"))

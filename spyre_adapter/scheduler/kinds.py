@@ -1,6 +1,8 @@
 """The kernel kinds the Spyre backend plans (records of
 :class:`spyre_adapter.model.kinds.KernelKind`, registered on import):
 
+* ``scan``: a loop kernel with a scan (cumsum, cumprod, cummax...): per-core
+  chunk scans and a carry pass over the ring (:mod:`.scan_program`);
 * ``loops``: a fused group of Kernel IR loop kernels (pointwise, reductions,
   gathers), divided over the cores' rows (:mod:`.loops`);
 * ``matmul``: the extern matmul family (:data:`~spyre_adapter.model.kinds.MATMUL_OPS`)
@@ -28,8 +30,10 @@ from spyre_adapter.model.scalars import scalar_instrs
 from spyre_adapter.scheduler import attention
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul
+from spyre_adapter.scheduler.scan_program import is_scan, plan_scan
+from spyre_adapter.scheduler.scan_program import unsupported as scan_unsupported
 
-__all__ = ["LOOPS", "MATMUL", "ATTENTION", "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES", "PE_DTYPES", "kind_of", "work_of"]
+__all__ = ["SCAN", "LOOPS", "MATMUL", "ATTENTION", "UNSUPPORTED_OPS", "UNSUPPORTED_DTYPES", "PE_DTYPES", "kind_of", "work_of"]
 
 #: Pointwise ops without a Spyre vector/SFU implementation: kernels using them
 #: run on the host reference evaluator (with a fallback warning).
@@ -45,6 +49,19 @@ UNSUPPORTED_DTYPES = frozenset({"float64", "complex64", "complex128"})
 VECTOR_DTYPES = frozenset({"float16", "bfloat16", "float32", "int8", "uint8", "int16", "int32", "int64", "bool"})
 #: dtypes the PE arrays multiply (16-bit floats natively, fp32 emulated).
 PE_DTYPES = frozenset({"float16", "bfloat16", "float32"})
+
+
+# ------------------------------------------------------------------ scans (before loops: both take kernel groups)
+
+def _scan_unsupported(kernel: kir.KernelGroup) -> tuple[str, str, str] | None:
+    why = scan_unsupported(kernel)
+    if why is not None:
+        return "op scan", kernel.name, f"no Spyre scan program for {why}"
+    return _loops_unsupported(kernel)
+
+
+def _plan_scan(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    return plan_scan(kernel, m, sizes, kernel.name)
 
 
 # ------------------------------------------------------------------ loops
@@ -77,6 +94,11 @@ def _loops_work(kernel: kir.KernelGroup, sizes: Mapping[sympy.Symbol, int]) -> t
 def _plan_loops(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
     return plan_group(kernel, m, sizes, kernel.name)
 
+
+SCAN = register_kind(KernelKind(
+    name="scan", program_kind="loop", matches=lambda k: isinstance(k, kir.KernelGroup) and is_scan(k),
+    plan=_plan_scan, dtypes=VECTOR_DTYPES, work=lambda kernel, sizes: _loops_work(kernel, sizes),
+    unsupported=_scan_unsupported))
 
 LOOPS = register_kind(KernelKind(
     name="loops", program_kind="loop", matches=lambda k: isinstance(k, kir.KernelGroup), plan=_plan_loops,

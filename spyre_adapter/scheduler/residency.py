@@ -371,7 +371,10 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
     if not served:
         return None
     last = served[-1]
-    elide = len(served) == len(readers) and not later and rewritten == len(progs) and buf not in outputs
+    # A producer that reads the buffer back from DRAM itself (a phased group: a
+    # later phase loads what an earlier one stored) needs the store.
+    elide = (len(served) == len(readers) and not later and rewritten == len(progs) and buf not in outputs
+             and not _loads(p, buf))
     keep_c = trial_cons[i].copy()
     keep_c.keep[buf] = {c: dataclasses.replace(h, store=not elide) for c, h in holds.items()}
     keep_c.division = division

@@ -23,6 +23,7 @@ must not recompile). Recompiles and graph breaks are counted per run.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import time
 import warnings
@@ -42,7 +43,7 @@ from spyre_adapter.backend.spyre import current_machine
 from spyre_adapter.harness.memory import available_bytes
 from spyre_adapter.harness.on_device import announced_fallbacks
 
-__all__ = ["FAMILIES", "HFOptions", "make_config", "build_model", "run_hf", "weight_bytes"]
+__all__ = ["FAMILIES", "HFOptions", "make_config", "build_model", "run_hf", "weight_bytes", "EagerReferenceError"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,8 +159,14 @@ def _model_kwargs(family: str | None, config: Any) -> dict[str, Any]:
     return {"experts_implementation": "batched_mm"} if _is_moe(config) else {}
 
 
+#: Config attributes of a mixture of experts (expert count) across transformers' naming schemes.
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+
+
 def _is_moe(config: Any) -> bool:
-    return any(getattr(config, k, None) for k in ("num_local_experts", "num_experts", "n_routed_experts"))
+    text = getattr(config, "text_config", None)
+    return any(isinstance(getattr(c, k, None), int) and getattr(c, k) > 1 for c in (config, text) if c is not None
+               for k in MOE_KEYS)
 
 
 def build_model(config: Any, dtype: torch.dtype = torch.float32, seed: int = 0, family: str | None = None,
@@ -169,10 +176,19 @@ def build_model(config: Any, dtype: torch.dtype = torch.float32, seed: int = 0, 
     tf = _transformers()
     torch.manual_seed(seed)
     with torch.device(device):
-        model = tf.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+        try:
+            model = tf.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
+        except ValueError as exc:  # an architecture without an SDPA path runs its own attention
+            if "scaled_dot_product_attention" not in str(exc) and "sdpa" not in str(exc).lower():
+                raise
+            torch.manual_seed(seed)
+            model = tf.AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="eager")
     impl = _model_kwargs(family, config).get("experts_implementation")
     if impl is not None and hasattr(model, "set_experts_implementation"):
-        model.set_experts_implementation(impl)
+        try:
+            model.set_experts_implementation(impl)
+        except (ValueError, NotImplementedError):
+            pass  # experts written out by the architecture itself: nothing to choose
     model.generation_config.pad_token_id = model.generation_config.pad_token_id or 0
     return model.eval()
 
@@ -232,6 +248,12 @@ class StepRecorder:
         self.forward = forward
         self.device = device
         self.steps: list[Step] = []
+        # generate checks its keyword arguments against the forward's signature
+        # (a model whose input preparation forwards **kwargs): keep the model's.
+        try:
+            self.__signature__ = inspect.signature(forward)
+        except (TypeError, ValueError):
+            pass
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         ids = kwargs.get("input_ids", args[0] if args else None)
@@ -281,6 +303,11 @@ def greedy(model: Any, ids: torch.Tensor, opts: HFOptions) -> tuple[torch.Tensor
 
 # ------------------------------------------------------------------ the run
 
+class EagerReferenceError(RuntimeError):
+    """The model failed in its CPU eager reference run, before anything ran on
+    the device (its config does not make a working model)."""
+
+
 def _phase(steps: list[Step], weights_per_token: int, machine: Any, device: bool, first: bool) -> dict[str, Any]:
     chosen = steps[:1] if first else steps[1:]
     tokens = sum(s.tokens for s in chosen)
@@ -329,11 +356,15 @@ def _compare(ref_seq: torch.Tensor, ref_logits: list[torch.Tensor], seq: torch.T
             "steps_compared": agree}
 
 
-def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
+def run_hf(opts: HFOptions, machine: Any = None, config: Any = None,
+           prepare: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """CPU eager reference, then the same model compiled on spyre; the result
-    check and the device report with prefill and decode separated."""
+    check and the device report with prefill and decode separated. ``config``:
+    a transformers config to build instead of the options' family or file;
+    ``prepare``: called with the built model before anything runs."""
     machine = machine or current_machine()
-    config = make_config(opts.family, opts.config_path, opts.sizes)
+    if config is None:
+        config = make_config(opts.family, opts.config_path, opts.sizes)
     dtype = DTYPES[opts.dtype]
     need = estimate_bytes(config, dtype, opts.family)
     have = available_bytes()
@@ -342,13 +373,18 @@ def run_hf(opts: HFOptions, machine: Any = None) -> dict[str, Any]:
                 "detail": f"weights {need / 2**30:.1f} GiB (x1.3 working set) > {have / 2**30:.1f} GiB available: "
                           "use --layers / --hidden / --vocab to shrink the model"}
     model = build_model(config, dtype, opts.seed, opts.family)
+    if prepare is not None:
+        prepare(model)
     weights = weight_bytes(model)
     g = torch.Generator().manual_seed(opts.seed + 1)
-    ids = torch.randint(0, config.vocab_size, (opts.batch, opts.prompt), generator=g)
+    ids = torch.randint(0, config.get_text_config().vocab_size, (opts.batch, opts.prompt), generator=g)
 
     ref = StepRecorder(model.forward, device=False)
-    with _recording(model, ref):
-        ref_seq, ref_logits = greedy(model, ids, dataclasses.replace(opts, autocast=None))
+    try:
+        with _recording(model, ref):
+            ref_seq, ref_logits = greedy(model, ids, dataclasses.replace(opts, autocast=None))
+    except Exception as exc:
+        raise EagerReferenceError(f"the model fails on CPU eager: {type(exc).__name__}: {exc}") from exc
 
     current().report.reset()
     reset_compiled()  # this run's compiles only (transformers' wrappers share code objects across models)

@@ -88,6 +88,25 @@ def test_nox_sessions_match_catalog(tag: str) -> None:
         assert any(v < Version("2.10") for v in versions[1:-1])
 
 
+def test_sessions_install_the_hf_extra_where_transformers_supports_the_release() -> None:
+    catalog = parse_catalog(_doc({"torch": "2.5.1", "supported": False}, {"torch": "2.6.0"}, {"torch": "2.9.1"},
+                                 hf={"torch": ">=2.7"}))
+    old, first, later = catalog.releases
+    assert [catalog.installs_hf(r) for r in catalog] == [False, False, True]
+    assert catalog.hf_cell(first, {"status": "pass"}) == "not installed: the hf extra needs torch >=2.7"
+    assert catalog.hf_cell(later, None) == "not run" and catalog.hf_cell(later, {"status": "pass"}) == "not recorded"
+    ran = {"hf": {"transformers": "5.25.0", "model_tests": {"passed": 30, "failed": 1, "skipped": 0}}}
+    assert catalog.hf_cell(later, ran) == "30 passed, 1 failed, 0 skipped (transformers 5.25.0)"
+    table = render_compat_table(catalog, {"2.9.1": "pass"}, results={"2.9.1": ran})
+    assert "| 30 passed, 1 failed, 0 skipped (transformers 5.25.0) |" in table
+    assert not parse_catalog(_doc({"torch": "2.9.1"})).installs_hf(later)  # no [hf]: never installed
+    # transformers 5 (the hf extra) supports torch >= 2.6: every supported release runs the model tests
+    committed = load_catalog()
+    assert all(committed.installs_hf(r) for r in committed.supported)
+    noxfile = (Path(__file__).resolve().parents[2] / "noxfile.py").read_text()
+    assert 'extras = "test,hf" if CATALOG.installs_hf(release) else "test"' in noxfile
+
+
 def test_default_nox_session_is_the_offline_test_run() -> None:
     assert [s["session"] for s in _nox_sessions()] == ["tests"]
 

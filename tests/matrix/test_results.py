@@ -15,10 +15,11 @@ from spyre_matrix.results import (
     load_results,
     make_result,
     parse_junit,
+    parse_junit_cases,
     validate_result,
     write_result,
 )
-from spyre_matrix.runner import installed_torch, run_compat
+from spyre_matrix.runner import installed_torch, installed_version, run_compat
 
 JUNIT_SUITES = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests">
@@ -32,6 +33,17 @@ def test_parse_junit_testsuites_root(tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
     path.write_text(JUNIT_SUITES)
     assert parse_junit(path) == SuiteCounts(passed=14 - 3 - 4, failed=3, skipped=4)
+
+
+def test_model_tests_are_counted_by_module(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text("""<testsuites><testsuite tests="4">
+      <testcase classname="tests.adapter.test_hf_models" name="a"/>
+      <testcase classname="tests.adapter.test_hf_sweep" name="b"><failure message="x"/></testcase>
+      <testcase classname="tests.adapter.test_hf_models" name="c"><skipped message="transformers"/></testcase>
+      <testcase classname="tests.adapter.test_device" name="d"/>
+    </testsuite></testsuites>""")
+    assert parse_junit_cases(path, "tests.adapter.test_hf_") == SuiteCounts(passed=1, failed=1, skipped=1)
 
 
 def test_parse_junit_bare_testsuite_root(tmp_path: Path) -> None:
@@ -141,6 +153,9 @@ def test_runner_writes_counts_probe_and_junit(tmp_path: Path, suite: list[str], 
     assert result["missing_tools"] == ["definitely-not-a-tool"]
     assert (tmp_path / "results" / "junit" / f"{torch}.xml").is_file()
     assert load_results(tmp_path / "results")[torch] == result
+    # whether transformers (the hf extra) was installed, and how its model tests ran
+    assert result["hf"] == {"transformers": installed_version("transformers"),
+                            "model_tests": {"passed": 0, "failed": 0, "skipped": 0}}
 
 
 def test_runner_records_a_missing_probe_and_wrong_torch(tmp_path: Path, suite: list[str], monkeypatch) -> None:

@@ -6,6 +6,7 @@ import sys
 import types
 
 import pytest
+import torch
 
 from spyre_shims._torch.patches import Patch, PatchRegistry, REGISTRY
 from spyre_shims._torch.version import installed
@@ -63,15 +64,35 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.backend import compiler
-    from spyre_adapter.backend.decompositions import NORM_OPS, ROUTING_OPS
+    from spyre_adapter.backend.decompositions import CONV_OPS, NORM_OPS, ROUTING_OPS
 
-    compiler.install()  # as the first compile does (whichever test ran first)
+    torch.compile(lambda a: a + 1)(torch.ones(2).to("spyre"))  # the compiler's setup runs at the first compile
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS)} | {"kernel-rewrites"}
+    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS, *CONV_OPS)} | {"kernel-rewrites",
+                                                                                 "unsplit-scans:spyre"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
     assert active == expected
+
+
+def test_a_class_method_is_restored_as_a_class_method(target_module) -> None:
+    """getattr unwraps a classmethod into a bound method: restoring that would
+    bind every subclass's calls to the base class."""
+    class Base:
+        @classmethod
+        def who(cls, x):
+            return cls.__name__, x
+
+    class Sub(Base):
+        pass
+
+    target_module.Base = Base
+    reg = PatchRegistry()
+    reg.register(Patch("cm", "patch_target_mod:Base.who",
+                       lambda orig, fired: classmethod(lambda cls, x: ("patched", orig(x))), "cm", params=("x",)))
+    with reg.applied("cm"):
+        assert Sub.who(1) == ("patched", ("Base", 1))
+    assert Sub.who(2) == ("Sub", 2) and isinstance(vars(Base)["who"], classmethod)
 
 
 def test_a_new_table_entry_is_added_and_removed_again(target_module) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
+from spyre_shims.kernel_ir import Instr, Ref
 from spyre_shims.reference import (FlatMemory, KernelFault, Tile, compile_evaluation, data_index_symbols, evaluate,
                                    full_box, tile_constant_positions)
 from tests.support import kernels as K

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.kernels import registered_kernels
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
@@ -131,3 +132,53 @@ def test_the_recorded_call_plans_as_the_hand_written_program() -> None:
     expected = attention.plan(attention.Shape(1, 4, 256, 256, 64, 2, True), DEFAULT)
     names = dict(zip(("q", "k", "v", "out"), (b.name for b in p.kernel.buffers)))
     assert p.plan == expected.plan and p.cores == with_buffers(expected, names, p.kernel, p.bodies).cores
+
+
+def test_dynamic_shapes_compile_and_run_the_kernel(report) -> None:
+    """Issue 33: with dynamic=True the recorded call has symbolic sizes; the
+    graph's limit check took int() of them (InductorError: Cannot convert
+    symbols to int). It now runs on the device at every length, one compile."""
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    compiled = torch.compile(lambda *a: fn(*a), dynamic=True)
+    with capture_graphs() as graphs:
+        for n in (40, 71, 9):
+            args = _qkv(1, 2, n, n, 32, torch.float32)
+            got = compiled(*[a.to("spyre") for a in args]).cpu()
+            torch.testing.assert_close(got, fn(*args), atol=1e-5, rtol=1e-5)
+    (call,) = [k for g in graphs for k in g.kernels if getattr(k, "op", "") == "attention"]
+    assert any(e.free_symbols for e in call.inputs[0].size)  # the sizes really were symbolic
+    assert len(graphs) == 1 and not graphs[0].fallbacks
+    assert sum(launch.name.startswith("attention[") for launch in report.launches) == 3
+
+
+def test_a_symbolic_call_is_planned_with_its_sizes_bound() -> None:
+    q, k, v = _qkv(1, 2, 40, 40, 32, torch.float32)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    with capture_graphs() as graphs:
+        torch.compile(lambda *a: fn(*a), dynamic=True)(q.to("spyre"), k.to("spyre"), v.to("spyre"))
+    (call,) = [kk for g in graphs for kk in g.kernels if getattr(kk, "op", "") == "attention"]
+    sizes = {e: n for b, t in zip(call.inputs, (q, k, v)) for e, n in zip(b.size, t.shape) if e.is_Symbol}
+    assert sizes  # symbols stand for the sizes
+    with pytest.raises(UnsupportedKernelError, match="symbolic size"):
+        attention.program_for(call, DEFAULT)
+    p = plan(call, DEFAULT, sizes)
+    assert p.plan == attention.plan(attention.Shape(1, 2, 40, 40, 32, 4, True), DEFAULT).plan
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(1, 4, 5, 5, 8), (2, 3, 7, 7, 4), (1, 2, 130, 130, 8)])
+def test_head_dims_under_a_stick_keep_each_cores_output_whole_sticks(shape, dtype, report) -> None:
+    """A head dim of a few elements puts several query blocks' outputs in one
+    stick: the division gives each core whole sticks (two cores writing parts
+    of one stick stopped the emulator: 'misaligned sticks')."""
+    args = _qkv(*shape, dtype)
+    fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    got, kernels, fallbacks = _compiled(fn, args)
+    assert [k.op for k in kernels if hasattr(k, "op")] == ["attention"] and not fallbacks
+    tol = 1e-5 if dtype == torch.float32 else 2e-3
+    torch.testing.assert_close(got.float(), fn(*[a.float() for a in args]), atol=tol, rtol=tol)
+    s = attention.Shape(*shape[:5], isz=args[0].element_size(), causal=True, dtype=str(dtype)[6:])
+    p = attention.plan(s, DEFAULT)
+    if shape[2] > 128:  # two query blocks per head: the first ends on a stick, a cut point
+        assert p.cores_used > 1
+    static_check(p, DEFAULT, {n: math.prod(shape[:3]) * shape[4] for n in ("q", "k", "v", "out")})

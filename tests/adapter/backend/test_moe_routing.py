@@ -1,6 +1,7 @@
 """Mixture-of-experts routing on the device: small-k topk decomposes into max
 reductions (no host fallback), with torch's results including ties, -inf and
-NaN; other topk forms stay whole and fall back visibly."""
+NaN; larger k, smallest-k and sort by rank; only dimensions longer than the
+rank limit stay whole and fall back visibly."""
 
 from __future__ import annotations
 
@@ -41,11 +42,58 @@ def test_topk_with_ties_infinities_and_nan_matches_torch() -> None:
     assert i[:, 2].tolist() == [0, 1, 2] and torch.equal(x[i[:, 2], 2], ve[:, 2])
 
 
-def test_other_topk_forms_fall_back_visibly() -> None:
-    x = torch.randn(4, 40)
-    (v, i), fallbacks = _run(lambda a: torch.topk(a, 3, largest=False), x)
-    assert any("topk" in f for f in fallbacks)
-    assert torch.equal(i, torch.topk(x, 3, largest=False).indices)
+@pytest.mark.parametrize("k,largest,shape", [(20, True, (4, 40)), (3, False, (4, 40)), (16, True, (3, 7, 33)),
+                                              (33, False, (3, 33))])
+def test_larger_k_and_smallest_k_sort_by_rank_on_the_device(report, k: int, largest: bool,
+                                                            shape: tuple[int, ...]) -> None:
+    """Sparse-attention indexers take top-k of a few thousand: beyond the k max
+    rounds, the first k places of a sort by rank (pairwise comparisons, a sum)."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(k))
+    (v, i), fallbacks = _run(lambda a: torch.topk(a, k, dim=-1, largest=largest), x)
+    ve, ie = torch.topk(x, k, dim=-1, largest=largest)
+    assert not fallbacks and report.launch_count > 0
+    assert torch.equal(i, ie) and torch.equal(v, ve)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim,descending", [(-1, False), (0, True), (1, True)])
+def test_stable_sort_and_argsort_match_torch(dtype: torch.dtype, dim: int, descending: bool, report) -> None:
+    """Ties (many in bf16 and small ints) keep their index order, NaN sorts as the
+    largest value: what torch's stable sort gives."""
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(9, 31, generator=g) * 3).to(dtype) if dtype != torch.int64 else torch.randint(0, 4, (9, 31),
+                                                                                                   generator=g)
+    if dtype.is_floating_point:
+        x[2, 5] = x[4, 0] = float("nan")
+    got, fallbacks = run_compiled(lambda a: torch.sort(a, dim=dim, descending=descending, stable=True), (x,))
+    want = torch.sort(x, dim=dim, descending=descending, stable=True)
+    assert not fallbacks and report.launch_count > 0
+    assert torch.equal(got[1], want.indices) and torch.allclose(got[0].double(), want.values.double(), equal_nan=True)
+    idx, _ = run_compiled(lambda a: torch.argsort(a, dim=dim, descending=descending, stable=True), (x,))
+    assert torch.equal(idx, want.indices)
+
+
+def test_sorts_longer_than_the_rank_limit_fall_back_visibly() -> None:
+    from spyre_adapter.backend.decompositions import SORT_MAX_N
+
+    x = torch.randn(2, SORT_MAX_N + 1)
     (v, i), fallbacks = _run(lambda a: torch.topk(a, 20), x)
     assert any("topk" in f for f in fallbacks)
     assert torch.equal(i, torch.topk(x, 20).indices)
+    (v, i), fallbacks = _run(lambda a: torch.sort(a, stable=True), x)
+    assert any("sort" in f for f in fallbacks)
+    assert torch.equal(i, torch.sort(x, stable=True).indices)
+
+
+@pytest.mark.parametrize("shape,dim,k", [((64, 71, 256), 1, 2), ((64, 71, 256), 1, 3), ((6, 17, 7, 64), 1, 2),
+                                         ((6, 17, 7, 64), 1, 3), ((6, 17, 7, 64), 2, 7), ((6, 17, 7, 64), 0, 4),
+                                         ((5, 9, 13), 0, 5), ((33, 7), 0, 8), ((3, 129, 5), 1, 8), ((3, 129, 5), 1, 1)])
+def test_topk_along_any_dimension_on_odd_sizes(report, shape, dim: int, k: int) -> None:
+    """Issue 33: topk(k=2, 3) along dim 1 of (64, 71, 256) and (6, 17, 7, 64) read
+    indices never written (a phased kernel's store was elided by LX residency);
+    every k the decomposition takes, along non-last dimensions of odd sizes."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(k * 31 + dim))
+    (v, i), fallbacks = _run(lambda a: torch.topk(a, k, dim=dim), x)
+    ve, ie = torch.topk(x, k, dim=dim)
+    assert not fallbacks and report.launch_count > 0
+    assert torch.equal(i, ie) and torch.equal(v, ve)

@@ -99,6 +99,11 @@ ROWS: list[tuple[str, list[str], list[str]]] = [
     ("opinfo-out-missing", ["opinfo", "--out", "{tmp}/nodir"], ["--out", "nodir", "existing folder"]),
     ("opinfo-workdir-is-a-file", ["opinfo", "--workdir", "{tmp}/afile"], ["--workdir", "afile", "is a file"]),
     ("opinfo-summarize-without-workdir", ["opinfo", "--summarize-only"], ["--summarize-only", "--workdir"]),
+    ("models-family-unknown", ["models", "--sweep", "--families", "nope"], ["--families", "nope", "causal-LM"]),
+    ("models-shapes-unknown", ["models", "--shapes", "huge"], ["--shapes", "huge", "static"]),
+    ("models-workers-zero", ["models", "--sweep", "--workers", "0"], ["--workers", "0", "integer >= 1"]),
+    ("models-summarize-without-workdir", ["models", "--sweep", "--summarize-only"], ["--summarize-only", "--workdir"]),
+    ("models-out-missing", ["models", "--sweep", "--out", "{tmp}/nodir"], ["--out", "nodir", "existing folder"]),
     # upgrade / migrate (arguments defined by spyre_codemods.cli)
     ("upgrade-jobs-zero", ["upgrade", "--from", "2.6", "-j", "0", "{tmp}"], ["-j/--jobs", "0", "integer >= 1"]),
     ("upgrade-from-unknown", ["upgrade", "--from", "1.0", "{tmp}"], ["--from", "1.0", "2.4 to 2.15"]),
@@ -161,7 +166,8 @@ def test_bad_input_fails_before_torch_or_the_compiler_load(inputs: Path) -> None
             "    print(sorted(m for m in ('torch', 'sympy', 'libcst', 'spyre_adapter.zoo.command') if m in sys.modules))\n")
     for argv in (["run", "--hidden", "-64"], ["run", "--machine", "cores=0"],
                  ["workloads", "--case", "x", str(inputs / "ok.yaml")], ["bench", "--max-numel", "0"],
-                 ["opinfo", "--workers", "0"], ["probe", "--json", str(inputs / "afile" / "p.json")]):
+                 ["opinfo", "--workers", "0"], ["probe", "--json", str(inputs / "afile" / "p.json")],
+                 ["models", "--sweep", "--families", "nope"]):
         res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
         assert res.stdout.strip() == "[]", (argv, res.stdout, res.stderr)
 

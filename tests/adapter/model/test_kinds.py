@@ -26,7 +26,7 @@ from spyre_adapter.scheduler.kinds import ATTENTION, LOOPS, MATMUL
 
 
 def test_the_built_in_kinds_take_their_kernels() -> None:
-    assert [k.name for k in kinds()][:3] == ["loops", "matmul", "attention"]
+    assert [k.name for k in kinds()][:4] == ["scan", "loops", "matmul", "attention"]
     assert kind_of(K.add(8, 64)) is LOOPS
     assert kind_of(K.mm(64, 64, 64)) is MATMUL and K.mm(64, 64, 64).op in MATMUL_OPS
     from spyre_adapter.scheduler import attention

@@ -13,7 +13,8 @@ import pytest
 import torch
 import yaml
 
-from spyre_adapter.opinfo import corpus, expectations, parallel, summary
+from spyre_adapter.harness import pool as parallel
+from spyre_adapter.opinfo import command, corpus, expectations, summary
 from spyre_adapter.opinfo.sweep import run_item
 from spyre_adapter.workloads import differential as diff
 
@@ -75,7 +76,8 @@ def test_quick_subset_has_no_silent_wrong_answers(op: str, report) -> None:
 
 
 def test_journal_resume_and_lost_item(tmp_path: Path) -> None:
-    w = parallel._Worker(0, [corpus.Item("a", "fp32"), corpus.Item("b", "fp32")], tmp_path, 3, tmp_path / "log")
+    w = parallel._Worker(0, [corpus.Item("a", "fp32"), corpus.Item("b", "fp32")], tmp_path, 3, tmp_path / "log",
+                         command.WORKER, command.lost_record)
     w.journal.write_text(json.dumps({"start": "a:fp32"}) + "\n" +
                          json.dumps({"op": "a", "dtype": "fp32", "status": "pass"}) + "\n" +
                          json.dumps({"start": "b:fp32"}) + "\n{\"op\": \"b\", \"dtyp")  # cut by a crash

@@ -171,3 +171,28 @@ def test_identical_layers_are_replanned_once_and_alike() -> None:
     execute(p2[0], bufs, card)
     execute(p2[1], bufs, card)
     torch.testing.assert_close(bufs["f"], (bufs["a"] + bufs["b"]) * 2, atol=1e-2, rtol=1e-2)
+
+
+def test_a_phased_producer_that_reads_its_output_back_keeps_the_store(report) -> None:
+    """Issue 33: topk along dim 1 of (6, 17, 7, 64) runs its first group in
+    phases (argmax indices stored, then re-read from DRAM by the next phase);
+    keeping them in LX for the next kernel elided that store, and the read-back
+    phase indexed with never-written memory (the emulator stopped it:
+    'indirect index out of bounds')."""
+    x = torch.randn(6, 17, 7, 64, generator=torch.Generator().manual_seed(1))
+    with capture_graphs() as graphs:
+        v, i = torch.compile(lambda a: torch.topk(a, 2, dim=1), dynamic=False)(x.to("spyre"))
+    ve, ie = torch.topk(x, 2, dim=1)
+    assert torch.equal(i.cpu(), ie) and torch.equal(v.cpu(), ve)
+    kernels = graphs[0].kernels
+    programs = [plan(k, DEFAULT, {}) for k in kernels]
+    new, decisions = plan_residency(programs, set(graphs[0].outputs), DEFAULT, _reads(kernels), _writes(kernels))
+    read_back = [(p.name, b) for p in new if p is not None for b in {i.src.buffer for c in p.cores for i in c.instrs
+                                                                       if isinstance(i, DmaLoad)}
+                 if any(isinstance(i, DmaStore) and i.dst.buffer == b for c in p.cores for i in c.instrs)
+                 or b in {b.name for b in p.kernel.buffers if b.role == "inout"}]
+    assert read_back  # the case still has a producer reading its own output back
+    for name, buf in read_back:
+        p = next(q for q in new if q is not None and q.name == name)
+        assert any(isinstance(i, DmaStore) and i.dst.buffer == buf for c in p.cores for i in c.instrs), (name, buf)
+        assert not any(d.store_elided and d.buffer == buf and d.producer == name for d in decisions)

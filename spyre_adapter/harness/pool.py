@@ -1,6 +1,9 @@
-"""Runs the sweep in worker processes (one per core by default) with a progress
+"""Runs a sweep in worker processes (one per core by default) with a progress
 bar. A worker that crashes or stops making progress is killed, its item is
-recorded as a fail naming the cause, and a new worker takes the rest."""
+recorded as lost (the sweep says how) and a new worker takes the rest. The
+OpInfo sweep (:mod:`spyre_adapter.opinfo`) and the transformers family sweep
+(:mod:`spyre_adapter.zoo.sweep`) both run here; a worker is ``python -m MODULE ITEMS JOURNAL ARG``, writing a
+``start`` line before each item and its record (with its ``key``) after."""
 
 from __future__ import annotations
 
@@ -10,13 +13,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from spyre_adapter.opinfo.corpus import Item
+
+class Item(Protocol):
+    """What a sweep runs: anything with a ``key`` naming it in the journals."""
+
+    @property
+    def key(self) -> str: ...
 
 
 def read_journal(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
@@ -33,14 +41,21 @@ def read_journal(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
         if "start" in rec:
             started = rec["start"]
         else:
-            done[f"{rec['op']}:{rec['dtype']}"] = rec
-            started = None if started == f"{rec['op']}:{rec['dtype']}" else started
+            key = rec.get("key") or f"{rec['op']}:{rec['dtype']}"
+            done[key] = rec
+            started = None if started == key else started
     return done, started
 
 
+#: What a lost item (its worker crashed or hung) is recorded as: (key, cause) -> record.
+LostRecord = Callable[[str, str], dict[str, Any]]
+
+
 class _Worker:
-    def __init__(self, index: int, items: list[Item], workdir: Path, max_samples: int, log: Path) -> None:
+    def __init__(self, index: int, items: list[Item], workdir: Path, max_samples: int, log: Path,
+                 module: str, lost: LostRecord) -> None:
         self.index, self.items, self.max_samples = index, items, max_samples
+        self.module, self.lost = module, lost
         self.journal = workdir / f"worker{index}.jsonl"
         self.items_file = workdir / f"worker{index}.items"
         self.log = log
@@ -59,7 +74,7 @@ class _Worker:
         self.items_file.write_text("\n".join(i.key for i in todo) + "\n")
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "spyre_adapter.opinfo.worker", str(self.items_file), str(self.journal),
+                [sys.executable, "-m", self.module, str(self.items_file), str(self.journal),
                  str(self.max_samples)], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONHASHSEED": "0"})
         self.last_change = time.monotonic()
 
@@ -68,11 +83,9 @@ class _Worker:
         _, started = read_journal(self.journal)
         if started is None:
             raise RuntimeError(f"sweep worker {self.index} failed before starting an item ({cause}); see {self.log}")
-        op, dtype = started.split(":", 1)
         cut = not self.journal.read_bytes().endswith(b"\n")  # the crash may have cut a line short
         with self.journal.open("a") as out:
-            out.write(("\n" if cut else "") + json.dumps({"op": op, "dtype": dtype, "status": "fail", "samples": {},
-                                  "first_failure": {"error": cause}}) + "\n")
+            out.write(("\n" if cut else "") + json.dumps({"key": started, **self.lost(started, cause)}) + "\n")
 
     def poll(self, timeout: float) -> None:
         if self.proc is None:
@@ -97,16 +110,20 @@ class _Worker:
 LINE_EVERY_S = 60.0
 
 
-def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, workdir: Path | None = None,
-                 timeout: float = 600.0, log: Path | None = None) -> dict[str, dict[str, Any]]:
+def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, module: str, label: str, lost: LostRecord,
+                 workdir: Path | None = None, timeout: float = 600.0,
+                 log: Path | None = None) -> dict[str, dict[str, Any]]:
     """Records of every item, by key. ``workdir`` holds the journals: rerunning
-    with the same ``workdir`` resumes where a previous run stopped."""
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="opinfo-sweep-"))
+    with the same ``workdir`` resumes where a previous run stopped. ``module``
+    is the worker (its third argument is ``max_samples``), ``label`` names the
+    sweep in its progress lines, ``lost`` makes the record of an item whose
+    worker died."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="spyre-sweep-"))
     workdir.mkdir(parents=True, exist_ok=True)
     log = log or workdir / "workers.log"
     # Interleave so every worker gets a mix of cheap and expensive ops.
-    pool = [_Worker(k, list(items[k::workers]), workdir, max_samples, log) for k in range(workers)]
-    columns = (TextColumn("opinfo sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    pool = [_Worker(k, list(items[k::workers]), workdir, max_samples, log, module, lost) for k in range(workers)]
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[status]}"))
     start = last_line = time.perf_counter()
     with Progress(*columns, transient=False) as progress:
@@ -121,7 +138,7 @@ def run_parallel(items: Sequence[Item], *, workers: int, max_samples: int, workd
             progress.update(task, completed=len(records), status=f"fail {fails}")
             if not progress.console.is_terminal and time.perf_counter() - last_line >= LINE_EVERY_S:
                 last_line = time.perf_counter()  # no live bar in a log: a line now and then
-                progress.console.print(f"[{last_line - start:7.1f} s] opinfo sweep: {len(records)}/{len(items)} "
+                progress.console.print(f"[{last_line - start:7.1f} s] {label}: {len(records)}/{len(items)} "
                                        f"items, {fails} fail", highlight=False)
             if all(w.proc is None for w in pool):
                 break
