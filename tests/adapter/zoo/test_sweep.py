@@ -19,17 +19,19 @@ from spyre_adapter.zoo.sweep.families import SMALL, causal_lm_families, small_co
 from spyre_adapter.zoo.sweep.item import Item, no_zero_matrices, run_item, sweep_items  # noqa: E402
 from spyre_adapter.zoo.sweep.summary import build, markdown  # noqa: E402
 
-#: The CI sample: family -> what it needed (see CHANGELOG, issue 33).
+#: The CI sample: (family, shape mode) -> what it needed (see CHANGELOG, issue 33).
 SAMPLE = {
-    "gpt2": "learned absolute positions; hand-written attention at a head dim under a stick",
-    "gpt_neox": "partial rotary: symbolic attention sizes under dynamic=True",
-    "opt": "position ids from the attention mask: cumsum as a scan program",
-    "afmoe": "sigmoid router with top-k on dim 1",
+    ("gpt2", "dynamic"): "learned absolute positions; hand-written attention at a head dim under a stick",
+    ("gpt_neox", "dynamic"): "partial rotary: symbolic attention sizes under dynamic=True",
+    ("opt", "static"): "position ids from the attention mask: cumsum as a scan program",
+    ("opt", "dynamic"): "the same cumsum at every decode length",
+    ("afmoe", "static"): "sigmoid router: top-k on dim 1 of a zero-initialised gate",
+    ("mamba", "static"): "causal depthwise conv1d",
+    ("deepseek_v2", "static"): "rotary embedding in complex numbers",
 }
 
 
-@pytest.mark.parametrize("shapes", ["static", "dynamic"])
-@pytest.mark.parametrize("family", sorted(SAMPLE))
+@pytest.mark.parametrize("family,shapes", sorted(SAMPLE))
 def test_sample_family_is_token_identical_without_fallbacks(family: str, shapes: str) -> None:
     r = run_item(Item(family, shapes))
     assert r["status"] == "pass", r
