@@ -14,6 +14,7 @@ import argparse
 import importlib
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -176,6 +177,11 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace,
         return int(_resolve(args.func)(args) or 0)
     except UsageError as exc:
         target.error(str(exc))
+    except BrokenPipeError:
+        # The reader went away (``spyre-adapter models | head``): not an error of
+        # ours. Point stdout at devnull so the interpreter's final flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def run_checks(parser: argparse.ArgumentParser, args: argparse.Namespace,

@@ -201,3 +201,14 @@ def test_defaults_are_shown_in_help() -> None:
     for fragment in ("(default: llama-block)", "(default: fp16;", "(default: 512)", "(default: 12)",
                      "(default by dtype"):
         assert fragment in res.stdout, fragment
+
+
+def test_a_reader_that_goes_away_is_not_an_error() -> None:
+    """``spyre-adapter models | head``: the listing meets a closed pipe; exit 0,
+    no traceback."""
+    pytest.importorskip("transformers", reason="the listing reads transformers' auto mapping")
+    proc = subprocess.Popen([sys.executable, "-m", "spyre_adapter.cli", "models"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the process has written a line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "Traceback" not in err, err
