@@ -110,8 +110,10 @@ def _by_rank(x: torch.Tensor, dim: int, descending: bool, count: int) -> tuple[t
 
 
 def _sortable(x: torch.Tensor, dim: int) -> bool:
+    # A symbolic length (dynamic shapes: a sequence length) is compared too: the
+    # comparison becomes a guard, so a longer sequence recompiles and falls back.
     return (x.dtype != torch.bool and not x.is_complex() and x.dim() > 0
-            and 0 < x.shape[dim] <= SORT_MAX_N and isinstance(x.shape[dim], int))
+            and 0 < x.shape[dim] <= SORT_MAX_N)
 
 
 def _sort(default: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
@@ -143,7 +145,7 @@ def _topk(default: Any, x: torch.Tensor, k: int, dim: int = -1, largest: bool = 
             return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
         return default(x, k, dim, largest, sorted)
     if k > TOPK_MAX_K or not largest or not x.dtype.is_floating_point:
-        if isinstance(k, int) and _sortable(x, dim % x.dim()):
+        if isinstance(k, (int, torch.SymInt)) and _sortable(x, dim % x.dim()):
             return _by_rank(x, dim % x.dim(), largest, k)
         return default(x, k, dim, largest, sorted)
     dim = dim % x.dim()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spyre_adapter.harness.on_device import run_compiled
+from spyre_adapter.harness.on_device import announced_fallbacks, run_compiled
 
 
 def _run(f, x):  # type: ignore[no-untyped-def]
@@ -83,6 +83,32 @@ def test_sorts_longer_than_the_rank_limit_fall_back_visibly() -> None:
     (v, i), fallbacks = _run(lambda a: torch.sort(a, stable=True), x)
     assert any("sort" in f for f in fallbacks)
     assert torch.equal(i, torch.sort(x, stable=True).indices)
+
+
+def test_sort_and_topk_along_a_symbolic_length_run_on_the_device() -> None:
+    """dynamic=True: a sparse-attention indexer sorts or takes a large top-k
+    along the sequence, whose length is a symbol (the family sweep's axk2 fell
+    back on topk). The rank limit becomes a guard: a longer sequence recompiles
+    and falls back visibly instead."""
+    from spyre_adapter.backend.decompositions import SORT_MAX_N
+
+    def index(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        top = torch.topk(a, min(12, a.shape[-1]), dim=-1)
+        return (*top, torch.sort(a, dim=-1, stable=True).indices)
+
+    compiled = torch.compile(lambda a: index(a), dynamic=True)
+    for n in (20, 33, 47):
+        x = torch.randn(3, n, generator=torch.Generator().manual_seed(n))
+        with announced_fallbacks() as fallbacks:
+            got = [t.cpu() for t in compiled(x.to("spyre"))]
+        want = index(x)
+        assert not fallbacks, (n, fallbacks)
+        assert all(torch.equal(g, w) for g, w in zip(got, want)), n
+    x = torch.randn(2, SORT_MAX_N + 1)
+    with announced_fallbacks() as fallbacks:
+        got = [t.cpu() for t in compiled(x.to("spyre"))]
+    assert any("topk" in f for f in fallbacks) and any("sort" in f for f in fallbacks), fallbacks
+    assert all(torch.equal(g, w) for g, w in zip(got, index(x)))
 
 
 @pytest.mark.parametrize("shape,dim,k", [((64, 71, 256), 1, 2), ((64, 71, 256), 1, 3), ((6, 17, 7, 64), 1, 2),
