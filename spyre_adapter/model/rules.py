@@ -148,31 +148,47 @@ def overlaps(items: list[tuple[int, torch.Tensor, torch.Tensor]]) -> tuple[int, 
     return None
 
 
+def _bound(r: Region, isz: int, unit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one interval of ``unit``-sized pieces (bytes, sticks) spanning ``r``."""
+    lo, hi = r.bounds()
+    return torch.tensor([lo * isz // unit]), torch.tensor([((hi + 1) * isz - 1) // unit])
+
+
 def _check_dram_races(p: Program, m: Machine, stores: dict, loads: dict, dtypes: dict[str, str]) -> None:
+    # Exact intervals are only built where the regions' spans meet: a large
+    # strided region has one interval per run, and most divisions give the
+    # cores disjoint spans (planning checks every candidate it builds).
     for buf, items in stores.items():
         isz = itemsize(dtypes[buf])
+        exact_of: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+        def exact(r: Region) -> tuple[torch.Tensor, torch.Tensor]:
+            if id(r) not in exact_of:
+                exact_of[id(r)] = _byte_intervals(r, isz)
+            return exact_of[id(r)]
+
         by_epoch: dict[int, list] = defaultdict(list)
         for core, epoch, r in items:
             by_epoch[epoch].append((core, r))
         for epoch, rs in by_epoch.items():
-            if len({c for c, _ in rs}) < 2:
+            if len({c for c, _ in rs}) < 2 or overlaps([(c, *_bound(r, isz, m.stick_bytes)) for c, r in rs]) is None:
                 continue
-            exact = [(c, *_byte_intervals(r, isz)) for c, r in rs]
-            hit = overlaps(exact)
+            spans = [(c, *exact(r)) for c, r in rs]
+            hit = overlaps(spans)
             if hit:
                 raise EmulatorError("cross-core write conflict", p.name, hit[1], -1, buf,
                                     f"cores {hit[0]} and {hit[1]} both write byte {hit[2]} between the same barriers")
-            sticks = [(c, f // m.stick_bytes, l_ // m.stick_bytes) for c, f, l_ in exact]
+            sticks = [(c, f // m.stick_bytes, l_ // m.stick_bytes) for c, f, l_ in spans]
             hit = overlaps(sticks)
             if hit:
                 raise EmulatorError("misaligned sticks", p.name, hit[1], -1, buf,
                                     f"cores {hit[0]} and {hit[1]} write parts of stick {hit[2]}: "
                                     "a core's share must be whole sticks")
         for core, epoch, r in loads.get(buf, ()):
-            others = [(c, r2) for c, e, r2 in items if e == epoch and c != core]
-            if not others:
+            others = [(c, r2) for c, r2 in by_epoch.get(epoch, ()) if c != core]
+            if not others or overlaps([(core, *_bound(r, isz, 1))] + [(c, *_bound(r2, isz, 1)) for c, r2 in others]) is None:
                 continue
-            hit = overlaps([(core, *_byte_intervals(r, isz))] + [(c, *_byte_intervals(r2, isz)) for c, r2 in others])
+            hit = overlaps([(core, *exact(r))] + [(c, *exact(r2)) for c, r2 in others])
             if hit:
                 raise EmulatorError("unordered DRAM access", p.name, core, -1, buf,
                                     f"reads byte {hit[2]} that core {hit[0] if hit[0] != core else hit[1]} writes "
