@@ -52,7 +52,9 @@ def _makes_complex(node: Node) -> bool:
     if t in _ALIKE:
         return not any(_is_complex(a) for a in node.args[1:])
     if t is torch.ops.prims.convert_element_type.default:
-        return _is_complex(node.args[0]) and _val(node.args[0]).dtype == node.args[1]
+        if not _is_complex(node.args[0]):  # a real tensor made complex: (x, 0)
+            return isinstance(_val(node.args[0]), torch.Tensor)
+        return _val(node.args[0]).dtype == node.args[1]
     return False
 
 
@@ -124,6 +126,11 @@ def realify_complex(graph: Graph) -> int:
             elif t is _aten.div.Tensor:
                 ar, ai = parts(args[0])
                 pairs[n] = (call(t, ar, args[1]), call(t, ai, args[1]))
+            elif t is torch.ops.prims.convert_element_type.default and not _is_complex(args[0]):
+                re = call(t, args[0], args[1].to_real())
+                # zeros shaped like re from pointwise ops a post-grad graph may
+                # hold (nothing compares below -inf, NaN included)
+                pairs[n] = (re, call(t, call(_aten.lt.Scalar, re, float("-inf")), args[1].to_real()))
             elif t is torch.ops.prims.convert_element_type.default:
                 pairs[n] = parts(args[0])
             elif t is _aten.cat.default:

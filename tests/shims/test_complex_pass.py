@@ -41,6 +41,26 @@ def test_complex_sums_and_real_scalings() -> None:
     torch.testing.assert_close(got, f(a, b))
 
 
+def test_a_real_tensor_made_complex_is_its_real_part_and_exact_zeros() -> None:
+    """DeepSeek-V2's decode graph under dynamic=True casts a real input to
+    complex64 (the family sweep fell back on the whole rotary chain): the cast
+    is (x, 0), with an imaginary part of 0 even where x is inf or NaN."""
+    def f(a: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.view_as_real(torch.view_as_complex(a) * r.to(torch.complex64)), torch.view_as_real(
+            (r * 2).to(torch.complex64))
+
+    a = torch.randn(3, 5, 2)
+    r = torch.randn(3, 5)
+    for dynamic in (False, True):
+        got, fallbacks = run_compiled(f, [a, r], dynamic=dynamic)
+        assert not fallbacks, (dynamic, fallbacks)
+        torch.testing.assert_close(got, f(a, r))
+    r[0, 0], r[1, 1] = float("inf"), float("nan")
+    (_, cast), fallbacks = run_compiled(f, [a, r])
+    assert not fallbacks and torch.equal(cast[..., 1], torch.zeros(3, 5))
+    torch.testing.assert_close(cast[..., 0], r * 2, equal_nan=True)
+
+
 def test_a_complex_op_the_pass_does_not_know_keeps_the_fallback() -> None:
     def f(a: torch.Tensor) -> torch.Tensor:
         return torch.view_as_real(torch.exp(torch.view_as_complex(a)))
