@@ -126,4 +126,9 @@ def register() -> None:
     """Create the device now; register the Spyre backend with Inductor when it
     first compiles (:func:`spyre_adapter.backend.compiler.install`)."""
     register_device()
+    import torch.distributed
+
+    if torch.distributed.is_available():
+        from spyre_adapter.backend.collectives import register as register_collectives
+        register_collectives()
     on_first_compile(f"{COMPILER}:install")
