@@ -45,9 +45,22 @@ class HostBackedGroup(dist.ProcessGroup):
         self._device = device
         self._listener = listener
         self._rank, self._size = rank, size
+        self._group_name = ""
 
     def getBackendName(self) -> str:  # noqa: N802 - the c10d name
         return self._name
+
+    # c10d names a group after making it; a Python group keeps the name itself
+    # (DeviceMesh and the functional collectives look groups up by it)
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+        super()._set_group_name(name)
+
+    @property
+    def group_name(self) -> str:
+        if not self._group_name:
+            raise RuntimeError("ProcessGroup name not set")
+        return self._group_name
 
     def __repr__(self) -> str:
         return f"HostBackedGroup({self._name}, rank {self._rank} of {self._size})"

@@ -50,8 +50,11 @@ class HostBackedDevice:
         idx = None
         if device is not None:
             idx = torch.device(device).index
-        if idx is None:
-            idx = self.module.current_device() if self.module is not None else 0
+        current = self.module.current_device() if self.module is not None else 0
+        if idx is None or (idx == 0 and getattr(self.adapter, "INDEX_ZERO_MEANS_CURRENT", False)):
+            # torch fills a missing index from the device guard, which reports device 0 on
+            # this adapter: an index 0 may stand for "the current device" (see the adapter)
+            idx = current
         count = self.module.device_count() if self.module is not None else 1
         if not 0 <= idx < count:
             raise RuntimeError(f"{self.name}:{idx} is not accepted: expected a device index 0..{count - 1} "

@@ -19,6 +19,12 @@ RELEASES = ">=2.10"
 FEATURES = ["device.host_backed"]
 
 _HOST_ATTR = "_shim_host_storage"
+
+#: torch fills in a device without an index (``.to("spyre")``, ``torch.tensor(...,
+#: device="spyre")``) from the device guard, and torch._C._acc's guard always says 0:
+#: an index 0 therefore means the current device (the same thing, unless
+#: ``set_device`` chose another; then ``spyre:0`` cannot be told from ``spyre``).
+INDEX_ZERO_MEANS_CURRENT = True
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 

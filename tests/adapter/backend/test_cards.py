@@ -40,6 +40,10 @@ def test_set_device_and_the_device_context_choose_the_current_card() -> None:
     try:
         torch.spyre.set_device(3)
         assert torch.spyre.current_device() == 3 and torch.empty(2, device="spyre").device.index == 3
+        # paths where torch fills the index in from the device guard land on the current card too
+        assert torch.arange(3.0).to("spyre").device.index == 3
+        assert torch.tensor([1.0, 2.0], device="spyre").device.index == 3
+        assert torch.ones(1, device="spyre:2").device.index == 2
         with torch.spyre.device("spyre:5"):
             assert torch.zeros(1, device="spyre").device.index == 5
             assert session.current().index == 5
