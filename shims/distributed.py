@@ -9,6 +9,11 @@ gather, scatter, all_to_all_single, send/recv, barrier; async works with ``wait`
 and ``is_completed``) runs through gloo on the memory of the device tensors.
 Each call is announced first to the vendor's listener as a :class:`CollectiveCall`
 (to charge it on a modeled link, for example).
+
+Faults end in a one-line :class:`CollectiveError` on every rank instead of a
+hang or an abort: ranks that disagree on a collective (which one, its dtype or
+size: checked before it runs by one small gloo all_gather), and a rank that is
+gone or does not answer within the group's timeout.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-__all__ = ["CollectiveCall", "register_host_collectives"]
+from ._torch.c10d import CollectiveError
+
+__all__ = ["CollectiveCall", "CollectiveError", "register_host_collectives"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,3 +44,55 @@ def test_every_collective_matches_gloo_on_cpu(ranks: int, seed: int) -> None:
             set(r["collectives"])
     checked = {c.split("[")[0] for r in results for c in r["checked"]}
     assert COLLECTIVES <= checked
+
+
+FAULTS = Path(__file__).parents[2] / "support" / "fault_check.py"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ranks(scenario: str, ranks: int, timeout_s: float) -> list[tuple[int, float, str]]:
+    """Launch the scenario's ranks; (exit code, seconds to exit, last stderr line) of each."""
+    import time
+
+    port = _free_port()
+    procs, t0 = [], time.monotonic()
+    for rank in range(ranks):
+        env = {k: v for k, v in os.environ.items() if k != "SPYRE_MACHINE"}
+        env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(FAULTS), scenario, str(timeout_s)], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    out = []
+    for p in procs[:-1]:  # the survivors (the last rank is the one that fails)
+        _, err = p.communicate(timeout=timeout_s + 120)
+        lines = err.strip().splitlines()
+        out.append((p.returncode, time.monotonic() - t0, lines[-1] if lines else ""))
+    procs[-1].kill()
+    procs[-1].wait()
+    return out
+
+
+@pytest.mark.parametrize("scenario", ["dies", "hangs"])
+def test_a_rank_that_dies_or_hangs_gives_the_others_a_one_line_error_within_the_timeout(scenario: str) -> None:
+    timeout_s = 8.0
+    for code, seconds, line in _ranks(scenario, 3, timeout_s):
+        assert code == 3, line
+        assert seconds < timeout_s + 60  # start-up included; no hang
+        assert line.startswith("CollectiveError: sccl all_reduce on rank ") and \
+            "failed: another rank is gone or did not answer within the group's timeout" in line, line
+
+
+def test_ranks_that_disagree_on_size_and_dtype_all_get_a_clear_error() -> None:
+    results = _ranks("mismatch", 2, 30.0)
+    code, _, line = results[0]
+    assert code == 3
+    assert line == ("CollectiveError: sccl all_reduce: the ranks disagree (rank 0: all_reduce of float32[4194304], "
+                    "rank 1: all_reduce of float16[100]); every rank must call the same collective with tensors of "
+                    "the same dtype and size")
