@@ -62,6 +62,11 @@ class CollectiveError(RuntimeError):
     within the group's timeout, or ranks that disagree on the call (one line)."""
 
 
+def _failed(what: str, exc: BaseException) -> CollectiveError:
+    return CollectiveError(f"{what} failed: another rank is gone or did not answer within the group's timeout "
+                           f"({_transport_reason(exc)})")
+
+
 class HostBackedGroup(dist.ProcessGroup):
     """The process group of backend ``name`` for host-backed ``device`` (see the module docstring)."""
 
@@ -112,8 +117,7 @@ class HostBackedGroup(dist.ProcessGroup):
                            card=self._card(tensors))
 
     def _failed(self, op: str, exc: BaseException) -> CollectiveError:
-        return CollectiveError(f"{self._name} {op} on rank {self._rank} of {self._size} failed: another rank is gone "
-                               f"or did not answer within the group's timeout ({_transport_reason(exc)})")
+        return _failed(f"{self._name} {op} on rank {self._rank} of {self._size}", exc)
 
     def _agree(self, op: str, t: torch.Tensor | None, numel: bool = True) -> None:
         """Every rank calls the same collective with the same dtype and size, or
@@ -148,11 +152,15 @@ class HostBackedGroup(dist.ProcessGroup):
         except RuntimeError:
             return work  # no future on this work: gloo's own error at wait
 
+        # the callback runs on a gloo thread: it must not hold the group (whose last
+        # reference dropped there would join that very thread)
+        what = f"{self._name} {op} on rank {self._rank} of {self._size}"
+
         def check(f: Any) -> Any:
             try:
                 return f.value()
             except RuntimeError as exc:
-                raise self._failed(op, exc) from None
+                raise _failed(what, exc) from None
 
         return _create_work_from_future(fut.then(check))
 
