@@ -91,3 +91,15 @@ def test_local_rank_picks_the_card_under_torchrun() -> None:
     assert out.stderr.strip().splitlines()[-1].endswith(
         "LOCAL_RANK='9' is not accepted: expected a card index 0..7 (the machine has 8 cards; "
         "set cards= in SPYRE_MACHINE for more)")
+
+
+def test_compiled_code_runs_on_the_current_card_and_reports_there() -> None:
+    f = torch.compile(lambda a: torch.softmax(a, -1) * 2)
+    x = torch.randn(8, 64)
+    before = [session.card_session(i).report.launch_count for i in (1, 2)]
+    with torch.spyre.device(2):
+        y = f(x.to("spyre:2"))
+    assert y.device == torch.device("spyre", 2)
+    torch.testing.assert_close(y.cpu(), torch.softmax(x, -1) * 2)
+    after = [session.card_session(i).report.launch_count for i in (1, 2)]
+    assert after[0] == before[0] and after[1] > before[1]
