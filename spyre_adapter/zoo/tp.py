@@ -31,6 +31,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 
 from spyre_adapter.backend.report import format_bytes
 from spyre_adapter.backend.session import current
+from spyre_adapter.zoo.config import TP_FAMILIES, TP_SIZES
 from spyre_adapter.zoo.hf import (DTYPES, HFOptions, StepRecorder, _compare, _phase, _recording, build_model, greedy,
                                   make_config, weight_bytes)
 
@@ -42,8 +43,8 @@ LAYER_PLAN = {
     "self_attn.o_proj": "rowwise",
     "mlp.gate_proj": "colwise", "mlp.up_proj": "colwise", "mlp.down_proj": "rowwise",
 }
-#: Families whose decoder layers follow :data:`LAYER_PLAN`.
-TP_FAMILIES = ("llama", "granite", "mistral", "qwen2")
+#: Size options (the config attributes of :data:`spyre_adapter.zoo.hf.SIZE_KEYS`).
+SIZES = TP_SIZES
 
 
 class CardMemoryError(RuntimeError):
@@ -154,12 +155,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dtype", default="fp32", choices=sorted(DTYPES))
     ap.add_argument("--prompt", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=8)
-    ap.add_argument("--kv-heads", type=int, default=None, help="KV heads (default: the family's small config)")
-    ap.add_argument("--layers", type=int, default=None)
+    for size in SIZES:
+        ap.add_argument(f"--{size.replace('_', '-')}", type=int, default=None,
+                        help=f"{size.replace('_', ' ')} (default: the family's small config)")
     ap.add_argument("--eager", action="store_true", help="run the sharded model eagerly (no torch.compile)")
     ap.add_argument("--json", default=None, help="write rank 0's result here")
     args = ap.parse_args(argv)
-    for name in ("prompt", "new_tokens", "kv_heads", "layers"):
+    for name in ("prompt", "new_tokens", *SIZES):
         value = getattr(args, name)
         if value is not None and value < 1:
             ap.error(f"--{name.replace('_', '-')}={value} is not accepted: expected a whole number >= 1")
@@ -169,7 +171,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Entry point under torchrun (one process per card)."""
     args = _args(argv)
-    sizes = {k: v for k, v in (("kv_heads", args.kv_heads), ("layers", args.layers)) if v is not None}
+    sizes = {k: getattr(args, k) for k in SIZES if getattr(args, k) is not None}
     opts = HFOptions(family=args.family, dtype=args.dtype, prompt=args.prompt, new_tokens=args.new_tokens,
                      sizes=sizes)
     dist.init_process_group()

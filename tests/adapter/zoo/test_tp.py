@@ -54,3 +54,12 @@ def test_heads_that_do_not_split_are_refused_in_one_line() -> None:
     assert next(x for x in out.stderr.splitlines() if x.startswith("error:")) == (
         "error: --tp 4 is not accepted for this model: num_key_value_heads=2 does not split over 4 cards "
         "(use a divisor of it)")
+
+
+def test_run_tp_launches_the_ranks_itself() -> None:
+    """``spyre-adapter run --tp N`` spawns torchrun; the ranks' own checks answer (here: heads that do not split)."""
+    out = subprocess.run([sys.executable, "-m", "spyre_adapter.cli", "run", "--model", "hf:llama", "--tp", "4",
+                          "--new-tokens", "2"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert out.returncode != 0
+    assert "error: --tp 4 is not accepted for this model: num_key_value_heads=2 does not split over 4 cards" in \
+        out.stderr
