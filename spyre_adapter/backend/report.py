@@ -64,6 +64,8 @@ class DeviceReport:
             #: collectives on the card-to-card link, by op: calls, bytes, modeled ns, algorithms
             self.collectives: dict[str, dict[str, Any]] = {}
             self.link_ns = 0.0
+            #: the most recent collectives one by one: (op, device start ns, ns, bytes, algorithm)
+            self.link_calls: deque[tuple[str, float, float, int, str]] = deque(maxlen=RECENT_LAUNCHES)
 
     def record(self, name: str, metrics: Metrics, timeline: Timeline, program: Any = None) -> None:
         """One launch: its figures, its timeline (kept while ``keep_timelines`` is
@@ -89,6 +91,7 @@ class DeviceReport:
         """One collective on the card-to-card link: the card waits for it (eager
         collectives do not overlap the card's kernels), so it advances the clock."""
         with self._lock:
+            self.link_calls.append((cost.op, self.clock_ns, cost.ns, cost.nbytes, cost.algorithm))
             self.clock_ns += cost.ns
             self.link_ns += cost.ns
             row = self.collectives.setdefault(cost.op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0,
@@ -194,11 +197,13 @@ class DeviceReport:
         return "\n".join(lines)
 
     def write_trace(self, path: str | Path, launches: Any = None) -> None:
-        """Chrome/Perfetto trace of the given (default: recent) launches recorded with a timeline."""
+        """Chrome/Perfetto trace of the given (default: recent) launches recorded with
+        a timeline, and of the recent collectives on the link's own track."""
         from spyre_adapter.emulator.trace import write_trace
 
         chosen = list(self.launches if launches is None else launches)
-        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None])
+        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None],
+                    list(self.link_calls))
 
 
 def format_ns(ns: float) -> str:

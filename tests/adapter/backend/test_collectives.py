@@ -96,3 +96,28 @@ def test_ranks_that_disagree_on_size_and_dtype_all_get_a_clear_error() -> None:
     assert line == ("CollectiveError: sccl all_reduce: the ranks disagree (rank 0: all_reduce of float32[4194304], "
                     "rank 1: all_reduce of float16[100]); every rank must call the same collective with tensors of "
                     "the same dtype and size")
+
+
+def test_a_collective_is_charged_in_the_report_and_drawn_on_the_link_track(tmp_path: Path) -> None:
+    from spyre_shims.distributed import CollectiveCall
+
+    from spyre_adapter.backend.collectives import charge
+    from spyre_adapter.backend.session import Session, activate
+    from spyre_adapter.emulator.trace import LINK_PID
+    from spyre_adapter.model.collectives import link_cost
+
+    session = Session()
+    with activate(session):
+        charge(CollectiveCall("all_reduce", 1 << 20, 4, 0, None, 0))
+        charge(CollectiveCall("send", 4096, 4, 0, 2, 0))
+    want = link_cost("all_reduce", 1 << 20, 4, session.machine).ns + link_cost("send", 4096, 4, session.machine).ns
+    d = session.report.to_dict()
+    assert d["link_ns"] == want == d["modeled_device_ns"]  # the card waits for eager collectives
+    assert d["collectives"]["all_reduce"] == {"calls": 1, "bytes": 1 << 20, "modeled_ns": d["collectives"][
+        "all_reduce"]["modeled_ns"], "algorithms": {"ring": 1}}
+    assert "card-to-card link:" in session.report.summary()
+    path = tmp_path / "trace.json"
+    session.report.write_trace(path)
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("pid") == LINK_PID and e["ph"] == "X"]
+    assert [(e["name"], e["args"]["algorithm"]) for e in events] == [("all_reduce", "ring"), ("send", "direct")]
+    assert events[1]["ts"] == events[0]["ts"] + events[0]["dur"]
