@@ -7,8 +7,10 @@ A Python ``ProcessGroup`` subclass, as torch's own Python process groups are
 (torch >= 2.x calls its overridden collectives through a pybind trampoline):
 c10d's ``Backend`` has no Python constructor. ``init_process_group`` takes such a
 group as the whole group, so it serves CPU tensors as well (through the same
-gloo group). Works are gloo's own (async, ``wait``/``is_completed``); an
-average, which gloo lacks, is a sum whose work divides when it completes.
+gloo group). Works are gloo's, async (``wait``/``is_completed``), their
+transport errors turned into one-line :class:`CollectiveError`s; an average,
+which gloo lacks, is a sum whose work divides when it completes. Before a
+collective runs, the ranks check that they agree on it (op, dtype, size).
 """
 
 from __future__ import annotations
