@@ -21,7 +21,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from ._torch import c10d
 from ._torch.c10d import CollectiveError
+from .device import _device
 
 __all__ = ["CollectiveCall", "CollectiveError", "register_host_collectives"]
 
@@ -51,9 +53,6 @@ def register_host_collectives(name: str, on_call: Callable[[CollectiveCall], Non
     """Register c10d backend ``name`` as the default backend of the registered
     host-backed device (see the module docstring); ``on_call`` gets each
     collective before it runs. Registering the same name again changes nothing."""
-    from ._torch import c10d
-    from .device import _device
-
     def listener(**fields: object) -> None:
         if on_call is not None:
             on_call(CollectiveCall(**fields))  # type: ignore[arg-type]
