@@ -75,7 +75,7 @@ def register_host_device(name: str, module: Any = None) -> types.ModuleType:
                 setattr(mod, key, getattr(module, key))
     adapter = select.host_device()
     adapter.setup(name, mod)
-    dev = HostBackedDevice(name, adapter, _notify_eager)
+    dev = HostBackedDevice(name, adapter, _notify_eager, mod)
     dev.install()
     _DEVICE = dev
     lazy.after_import("torch._dynamo", dev.guard_for_dynamo)
@@ -130,9 +130,13 @@ def host_flat(t: torch.Tensor) -> torch.Tensor:
     return h.as_strided((max(n, 0),), (1,), h.storage_offset())
 
 
-def wrap_host(t: torch.Tensor) -> torch.Tensor:
-    """A device tensor aliasing CPU tensor ``t`` (zero copy)."""
-    return _device().wrap(t)
+def wrap_host(t: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """A device tensor aliasing CPU tensor ``t`` (zero copy), on ``device`` (an
+    index, ``"<name>:<index>"`` or a ``torch.device``; default: the current device)."""
+    dev = _device()
+    if isinstance(device, int):
+        device = torch.device(dev.name, device)
+    return dev.wrap(t, index=dev.index(device))
 
 
 def add_eager_listener(listener: Callable[[str], None]) -> None:

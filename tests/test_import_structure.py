@@ -30,6 +30,8 @@ DEFERRED: dict[tuple[str, str], str] = {
                                                     "cache (scheduler, sympy) on first use",
     ("spyre_adapter/backend/report.py", "write_trace"): "the report is imported with the device at torch's import; "
                                                         "the trace writer needs the emulator's timing model",
+    ("spyre_adapter/backend/device.py", "register"): "the c10d backend registers only where torch was built "
+                                                    "with torch.distributed",
     # Optional dependency: transformers is the [hf] extra.
     ("spyre_adapter/zoo/command.py", "_command_hf"): "transformers (the [hf] extra) loads only for hf: models",
     # A worker process configures logging and warnings before torch and op_db load.

@@ -115,8 +115,22 @@ def _pip(argv: list[str], tmp_path: Path) -> None:
             assert re.fullmatch(r"[A-Za-z0-9_.-]+(==[\w.+]+)?", word), word
 
 
+def _torchrun(argv: list[str], tmp_path: Path) -> None:
+    """A torchrun launch of one of the package's modules: its launcher options are
+    torchrun's, and the module parses the arguments given to it."""
+    assert "-m" in argv, argv
+    at = argv.index("-m")
+    launcher, module, args = argv[:at], argv[at + 1], argv[at + 2:]
+    assert launcher[:1] == ["--nproc-per-node"] and launcher[1].isdigit(), launcher
+    assert module.startswith("spyre_adapter."), module
+    code = f"import sys, {module} as m; m._args(sys.argv[1:])"
+    res = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
 CHECKERS: dict[str, Callable[[list[str], Path], None]] = {
-    "spyre-adapter": _spyre_adapter, "python": _python, "pip": _pip,
+    "spyre-adapter": _spyre_adapter, "python": _python, "pip": _pip, "torchrun": _torchrun,
 }
 COMMANDS = [c for block in _blocks("bash") for c in _commands(block)]
 

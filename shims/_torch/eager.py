@@ -24,10 +24,13 @@ _aten = torch.ops.aten
 class HostBackedDevice:
     """The eager runtime of one host-backed device type."""
 
-    def __init__(self, name: str, adapter: Any, on_op: Callable[[str], None] | None = None) -> None:
+    def __init__(self, name: str, adapter: Any, on_op: Callable[[str], None] | None = None,
+                 module: Any = None) -> None:
         self.name = name
         self.adapter = adapter
         self.on_op = on_op
+        #: the device module (``torch.<name>``): its device_count and current_device
+        self.module = module
         self.op_counts: collections.Counter[str] = collections.Counter()
         self._libs: list[torch.library.Library] = []
         # Kernels are registered behind torch.compiler.disable once Dynamo is
@@ -41,6 +44,23 @@ class HostBackedDevice:
     def device(self, index: int | None = 0) -> torch.device:
         return torch.device(self.name, index or 0)
 
+    def index(self, device: Any = None) -> int:
+        """The device index ``device`` names (the current device when it names
+        none), checked against the module's ``device_count``."""
+        idx = None
+        if device is not None:
+            idx = torch.device(device).index
+        current = self.module.current_device() if self.module is not None else 0
+        if idx is None or (idx == 0 and getattr(self.adapter, "INDEX_ZERO_MEANS_CURRENT", False)):
+            # torch fills a missing index from the device guard, which reports device 0 on
+            # this adapter: an index 0 may stand for "the current device" (see the adapter)
+            idx = current
+        count = self.module.device_count() if self.module is not None else 1
+        if not 0 <= idx < count:
+            raise RuntimeError(f"{self.name}:{idx} is not accepted: expected a device index 0..{count - 1} "
+                               f"({count} {self.name} device{'s' if count != 1 else ''})")
+        return idx
+
     def host_view(self, t: torch.Tensor) -> torch.Tensor:
         """A CPU tensor aliasing the memory of device tensor ``t`` (with its
         lazy conjugate/negative bits)."""
@@ -51,16 +71,18 @@ class HostBackedDevice:
             h = h._neg_view()
         return h
 
-    def wrap(self, host_t: torch.Tensor, owners: dict[int, torch.Tensor] | None = None) -> torch.Tensor:
-        """A device tensor aliasing CPU tensor ``host_t`` (zero copy); shares the
-        device storage of an owner of the same memory when one is known."""
+    def wrap(self, host_t: torch.Tensor, owners: dict[int, torch.Tensor] | None = None,
+             index: int = 0) -> torch.Tensor:
+        """A device tensor on device ``index`` aliasing CPU tensor ``host_t`` (zero
+        copy); shares the device storage of an owner of the same memory when one is known."""
         ptr = host_t.untyped_storage().data_ptr()
         like = (owners or {}).get(ptr) if ptr else None
-        return self.adapter.wrap(host_t, like)
+        return self.adapter.wrap(host_t, like, index)
 
-    def empty_strided(self, size: Any, stride: Any, dtype: torch.dtype | None) -> torch.Tensor:
+    def empty_strided(self, size: Any, stride: Any, dtype: torch.dtype | None, device: Any = None) -> torch.Tensor:
+        index = self.index(device)
         host = torch.empty_strided(size, stride, dtype=dtype or torch.get_default_dtype())
-        return self.wrap(host)
+        return self.wrap(host, index=index)
 
     # -------------------------------------------------------------- kernels
     def _is_dev(self, x: Any) -> bool:
@@ -84,6 +106,13 @@ class HostBackedDevice:
         # Device inputs by the address of their memory: outputs that alias an
         # input (views) must share its device storage.
         owners = {x.untyped_storage().data_ptr(): x for x in flat_in if self._is_dev(x)}
+        indices = {x.device.index for x in flat_in if self._is_dev(x)}
+        if len(indices) > 1:
+            raise RuntimeError(f"{op}: expected all tensors on one device, found "
+                               f"{', '.join(f'{self.name}:{i}' for i in sorted(indices))}")
+        explicit = kwargs.get("device")
+        explicit_here = explicit is not None and torch.device(explicit).type == self.name
+        index = self.index(explicit) if explicit_here else (indices.pop() if indices else self.index())
         # out= tensors get a private host buffer: a CPU kernel may resize (reallocate)
         # it, which must not pull memory from under other views of the device storage.
         outs: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -106,8 +135,7 @@ class HostBackedDevice:
                 self.adapter.repoint(dev_t, tmp)  # the result's memory becomes the tensor's
             else:
                 self.host_view(dev_t).copy_(tmp)
-        explicit = kwargs.get("device")
-        if explicit is not None and torch.device(explicit).type != self.name:
+        if explicit is not None and not explicit_here:
             return out  # the op was asked for a result on another device
         schema = op._schema
         if out is None:
@@ -123,7 +151,7 @@ class HostBackedDevice:
                 raise NotImplementedError(f"{self.name}: {op} produces a {o.layout} tensor; the {self.name} device "
                                           "holds strided tensors only")
             writer = self._written_arg(schema, returns[k] if k < len(returns) else None, args, kwargs)
-            mapped.append(writer if writer is not None else self.wrap(o, owners))
+            mapped.append(writer if writer is not None else self.wrap(o, owners, index))
         return tree_unflatten(mapped, spec)
 
     @staticmethod
@@ -255,10 +283,11 @@ class HostBackedDevice:
 
         def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):  # type: ignore[no-untyped-def]
             fmt = memory_format if memory_format not in (None, torch.preserve_format) else torch.contiguous_format
-            return self.empty_strided(size, torch.empty(size, device="meta", memory_format=fmt).stride(), dtype)
+            return self.empty_strided(size, torch.empty(size, device="meta", memory_format=fmt).stride(), dtype,
+                                      device)
 
         def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):  # type: ignore[no-untyped-def]
-            return self.empty_strided(size, stride, dtype)
+            return self.empty_strided(size, stride, dtype, device)
 
         lib.impl("empty.memory_format", no_trace(empty_memory_format), "PrivateUse1")
         lib.impl("empty_strided", no_trace(empty_strided), "PrivateUse1")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from spyre_shims.kernel_ir import GraphIR
 
     from spyre_adapter.emulator.metrics import Metrics
+    from spyre_adapter.model.collectives import LinkCost
     from spyre_adapter.model.timing import Timeline
 
 
@@ -60,6 +61,11 @@ class DeviceReport:
             self.eager_ops: Counter[str] = Counter()
             #: kernels no program fitted on the machine (they ran on the host)
             self.limits: list[Exception] = []
+            #: collectives on the card-to-card link, by op: calls, bytes, modeled ns, algorithms
+            self.collectives: dict[str, dict[str, Any]] = {}
+            self.link_ns = 0.0
+            #: the most recent collectives one by one: (op, device start ns, ns, bytes, algorithm)
+            self.link_calls: deque[tuple[str, float, float, int, str]] = deque(maxlen=RECENT_LAUNCHES)
 
     def record(self, name: str, metrics: Metrics, timeline: Timeline, program: Any = None) -> None:
         """One launch: its figures, its timeline (kept while ``keep_timelines`` is
@@ -80,6 +86,20 @@ class DeviceReport:
             row["modeled_ns"] += m.modeled_ns
             row["dram_bytes"] += m.dram_bytes
             row["compulsory_bytes"] += m.compulsory_bytes
+
+    def record_collective(self, cost: LinkCost) -> None:
+        """One collective on the card-to-card link: the card waits for it (eager
+        collectives do not overlap the card's kernels), so it advances the clock."""
+        with self._lock:
+            self.link_calls.append((cost.op, self.clock_ns, cost.ns, cost.nbytes, cost.algorithm))
+            self.clock_ns += cost.ns
+            self.link_ns += cost.ns
+            row = self.collectives.setdefault(cost.op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0,
+                                                        "algorithms": Counter()})
+            row["calls"] += 1
+            row["bytes"] += cost.nbytes
+            row["modeled_ns"] += cost.ns
+            row["algorithms"][cost.algorithm] += 1
 
     def record_eager(self, op: str) -> None:
         """One aten op that ran eagerly (on the host) on device tensors (called by
@@ -150,6 +170,8 @@ class DeviceReport:
             "lx_residency": {k: sum(s[k] for s in self.residency.values()) for k in ("kept", "readers_served", "stores_elided", "bytes_kept")},
             "eager_ops": sum(eager.values()),
             "eager_ops_by_op": eager,
+            "link_ns": self.link_ns,
+            "collectives": {op: {**r, "algorithms": dict(r["algorithms"])} for op, r in self.collectives.items()},
         }
 
     def summary(self) -> str:
@@ -168,14 +190,20 @@ class DeviceReport:
             f"eager ops on the device (run on the host): {d['eager_ops']}"
             + (f" ({_counts(d['eager_ops_by_op'], 6)})" if d["eager_ops"] else ""),
         ]
+        if d["collectives"]:
+            lines.append(f"card-to-card link: {format_ns(d['link_ns'])} in " + ", ".join(
+                f"{op} x{r['calls']} ({format_bytes(r['bytes'])}, {format_ns(r['modeled_ns'])}, "
+                f"{'/'.join(sorted(r['algorithms']))})" for op, r in d["collectives"].items()))
         return "\n".join(lines)
 
     def write_trace(self, path: str | Path, launches: Any = None) -> None:
-        """Chrome/Perfetto trace of the given (default: recent) launches recorded with a timeline."""
+        """Chrome/Perfetto trace of the given (default: recent) launches recorded with
+        a timeline, and of the recent collectives on the link's own track."""
         from spyre_adapter.emulator.trace import write_trace
 
         chosen = list(self.launches if launches is None else launches)
-        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None])
+        write_trace(path, [(x.name, x.start_ns, x.timeline) for x in chosen if x.timeline is not None],
+                    list(self.link_calls))
 
 
 def format_ns(ns: float) -> str:

@@ -29,16 +29,19 @@ if TYPE_CHECKING:
     from spyre_adapter.emulator.card import Card
     from spyre_adapter.scheduler.cache import ProgramCache
 
-__all__ = ["Session", "current", "activate", "current_machine", "set_machine", "use_machine"]
+__all__ = ["Session", "current", "activate", "current_machine", "set_machine", "use_machine", "card_count",
+           "current_card", "set_card", "card_session", "check_card"]
 
 
 class Session:
     """One emulated card and everything known about running on it (see the module docstring).
 
-    ``machine``: the machine model (default: ``$SPYRE_MACHINE`` over the Spyre card's defaults)."""
+    ``machine``: the machine model (default: ``$SPYRE_MACHINE`` over the Spyre card's defaults);
+    ``index``: the card of the ensemble it stands for (``spyre:<index>``)."""
 
-    def __init__(self, machine: Machine | None = None) -> None:
-        self.machine = machine if machine is not None else Machine.from_spec(os.environ.get("SPYRE_MACHINE"))
+    def __init__(self, machine: Machine | None = None, index: int = 0) -> None:
+        self.machine = machine if machine is not None else spec_machine()
+        self.index = index
         self.report = DeviceReport()
         #: hand-written kernels take the calls they handle (off: the generic path, for comparisons)
         self.handwritten = True
@@ -95,30 +98,84 @@ class Session:
             self.handwritten = old
 
 
-_current: Session | None = None
+def spec_machine() -> Machine:
+    """The machine ``$SPYRE_MACHINE`` describes (over the Spyre card's defaults)."""
+    return Machine.from_spec(os.environ.get("SPYRE_MACHINE"))
+
+
+#: One session per card of the ensemble, made on first use.
+_sessions: dict[int, Session] = {}
+#: A session made current by :func:`activate` (it stands in for the current card's).
+_active: Session | None = None
 _current_lock = threading.Lock()
+#: The current card, once set (else ``$LOCAL_RANK``, else 0).
+_card: int | None = None
+
+
+def card_count() -> int:
+    """The cards of the ensemble (the machine spec's ``cards``)."""
+    return spec_machine().cards
+
+
+def check_card(index: Any, what: str = "spyre") -> int:
+    """``index`` as a card index of the ensemble; a one-line ``ValueError`` naming
+    ``what`` and the accepted range otherwise."""
+    n = card_count()
+    accepted = f"expected a card index 0..{n - 1} (the machine has {n} card{'s' if n != 1 else ''}; " \
+               "set cards= in SPYRE_MACHINE for more)"
+    if isinstance(index, bool):
+        raise ValueError(f"{what}={index!r} is not accepted: {accepted}")
+    try:
+        value = int(str(index).strip()) if isinstance(index, str) else int(index)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}={index!r} is not accepted: {accepted}") from None
+    if isinstance(index, float) and index != value or not 0 <= value < n:
+        raise ValueError(f"{what}={index!r} is not accepted: {accepted}")
+    return value
+
+
+def current_card() -> int:
+    """The card the device works on now: the last :func:`set_card`, else
+    ``$LOCAL_RANK`` (one card per process under torchrun), else 0."""
+    global _card
+    if _card is None:
+        local = os.environ.get("LOCAL_RANK")
+        _card = check_card(local, "LOCAL_RANK") if local is not None else 0
+    return _card
+
+
+def set_card(index: Any) -> None:
+    """Make card ``index`` current (``torch.spyre.set_device``)."""
+    global _card
+    _card = check_card(index, "device")
+
+
+def card_session(index: int) -> Session:
+    """The session of card ``index`` (its own card, memory and report)."""
+    index = check_card(index, "device")
+    with _current_lock:
+        if index not in _sessions:
+            _sessions[index] = Session(index=index)
+        return _sessions[index]
 
 
 def current() -> Session:
-    """The session the device works for now (the process's first, made on first use)."""
-    global _current
-    if _current is None:
-        with _current_lock:
-            if _current is None:
-                _current = Session()
-    return _current
+    """The session the device works for now: the one :func:`activate` made current,
+    else the current card's."""
+    active = _active
+    return active if active is not None else card_session(current_card())
 
 
 @contextlib.contextmanager
 def activate(session: Session) -> Iterator[Session]:
     """Make ``session`` current inside the block."""
-    global _current
-    old = current()
-    _current = session
+    global _active
+    old = _active
+    _active = session
     try:
         yield session
     finally:
-        _current = old
+        _active = old
 
 
 def current_machine() -> Machine:

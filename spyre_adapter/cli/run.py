@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 
 from spyre_adapter.cli.argcheck import ArgError, existing_file, float_range, int_range, one_of, output_file
 from spyre_adapter.model.machine import Machine, MachineSpecError
-from spyre_adapter.zoo.config import HF_FAMILIES, HF_SIZES, MODEL_SIZES, SIZE_LIMITS, ModelConfig, is_hf, sizes_of
+from spyre_adapter.zoo.config import (HF_FAMILIES, HF_SIZES, MODEL_SIZES, SIZE_LIMITS, TP_FAMILIES, TP_SIZES,
+                                      ModelConfig, is_hf, sizes_of)
 
 __all__ = ["register", "SIZE_OPTIONS", "SHAPE_RULES", "DTYPES", "check_run", "machine_argument"]
 
@@ -121,6 +122,9 @@ def register(subparsers: Any) -> None:
     hf.add_argument("--new-tokens", type=int_range(1, 4096), default=8, metavar="N", help="tokens to generate")
     hf.add_argument("--autocast", choices=("fp16", "bf16"),
                     help='run under torch.autocast("spyre", dtype) (default: off)')
+    hf.add_argument("--tp", type=int_range(1, 64), default=1, metavar="N",
+                    help="tensor parallelism over N emulated cards, one process each, launched with torchrun "
+                         f"({', '.join(TP_FAMILIES)}; default: 1, no processes)")
     p.set_defaults(func="spyre_adapter.zoo.command:command", checks=[check_run])
 
 
@@ -157,6 +161,8 @@ def check_run(args: argparse.Namespace) -> None:
         if set(rule.fields) <= used and not rule.ok(sizes):
             field = next((f for f in rule.blame if f in given), rule.blame[0])
             raise ArgError(_OPTION[field], sizes[field], f"expected {rule.accepted(sizes)}")
+    if args.tp > 1:
+        _check_tp(args, given)
     outputs = [(opt, getattr(args, opt.lstrip("-"), None)) for opt in ("--trace", "--json", "--listing")]
     seen: dict[str, str] = {}
     for opt, path in outputs:
@@ -164,6 +170,21 @@ def check_run(args: argparse.Namespace) -> None:
             if path in seen:
                 raise ArgError(opt, path, f"expected a different file than {seen[path]}")
             seen[path] = opt
+
+
+def _check_tp(args: argparse.Namespace, given: dict[str, int]) -> None:
+    """``--tp N``: a family the plan knows, and only the options its runner takes."""
+    if args.model.removeprefix("hf:") not in TP_FAMILIES or args.hf_config is not None:
+        raise ArgError("--tp", args.tp, f"expected 1 for this model: tensor parallelism runs --model "
+                                        f"{', '.join('hf:' + f for f in TP_FAMILIES)}")
+    for opt in ("--autocast", "--cache", "--atol"):
+        if getattr(args, opt[2:]) is not None:
+            raise ArgError(opt, getattr(args, opt[2:]), f"not available with --tp {args.tp}")
+    if args.shapes != "dynamic":
+        raise ArgError("--shapes", args.shapes, f"not available with --tp {args.tp} (it runs dynamic shapes)")
+    for field in given:
+        if field not in TP_SIZES:
+            raise ArgError(_OPTION[field], given[field], f"not available with --tp {args.tp}")
 
 
 def _check_hf_config(path: str) -> None:

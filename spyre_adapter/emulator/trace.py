@@ -34,6 +34,23 @@ def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[s
     return out
 
 
-def write_trace(path: str | Path, launches: Iterable[tuple[str, float, Timeline]]) -> None:
-    """Write a trace loadable by chrome://tracing and ui.perfetto.dev."""
-    Path(path).write_text(json.dumps({"traceEvents": trace_events(launches), "displayTimeUnit": "ns"}))
+#: The process id of the card-to-card link's track (cores are 1..32, kernels 0).
+LINK_PID = 1000
+
+
+def link_events(collectives: Iterable[tuple[str, float, float, int, str]]) -> list[dict[str, Any]]:
+    """Trace events for (op, device start ns, ns, bytes, algorithm) collectives: one link track."""
+    out = [{"name": op, "ph": "X", "pid": LINK_PID, "tid": 0, "ts": start / 1e3, "dur": max(ns, 1e-3) / 1e3,
+            "cat": "link", "args": {"bytes": nbytes, "algorithm": algorithm}}
+           for op, start, ns, nbytes, algorithm in collectives]
+    if out:
+        out.append({"name": "process_name", "ph": "M", "pid": LINK_PID, "args": {"name": "card-to-card link"}})
+    return out
+
+
+def write_trace(path: str | Path, launches: Iterable[tuple[str, float, Timeline]],
+                collectives: Iterable[tuple[str, float, float, int, str]] = ()) -> None:
+    """Write a trace loadable by chrome://tracing and ui.perfetto.dev: the launches'
+    cores and engines, and the collectives on the link's track."""
+    events = trace_events(launches) + link_events(collectives)
+    Path(path).write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))

@@ -23,7 +23,12 @@ __all__ = ["Machine", "MachineSpecError", "SOURCES", "DEFAULT"]
 
 
 #: Parameters that may be zero (latencies); every other one must be positive.
-NON_NEGATIVE = frozenset({"kernel_launch_ns", "dma_setup_ns", "sync_ns"})
+NON_NEGATIVE = frozenset({"kernel_launch_ns", "dma_setup_ns", "sync_ns", "link_latency_ns"})
+
+#: How the cards of an ensemble reach each other: every pair peer to peer through
+#: the drawer's PCIe switch (each card's own x16 link is its bottleneck), or a ring
+#: (each card talks to its two neighbours; farther cards are reached hop by hop).
+TOPOLOGIES = ("switch", "ring")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +58,10 @@ class Machine:
     kernel_launch_ns: float = 0.0
     dma_setup_ns: float = 120.0
     sync_ns: float = 400.0
+    cards: int = 8
+    link_gbps: float = 50.0
+    link_latency_ns: float = 3000.0
+    link_topology: str = "switch"
 
     # ------------------------------------------------------------ derived
     @property
@@ -100,6 +109,12 @@ class Machine:
             changes["lx_bytes"] = kib * 1024
             changes.setdefault("lx_usable_bytes", int(kib * 1024 * self.lx_usable_bytes / self.lx_bytes))
         typed: dict[str, Any] = {}
+        if "link_topology" in changes:
+            topo = str(changes.pop("link_topology")).strip()
+            if topo not in TOPOLOGIES:
+                raise MachineSpecError(f"link_topology={topo!r} is not accepted: expected one of "
+                                       f"{', '.join(TOPOLOGIES)}")
+            typed["link_topology"] = topo
         for f in dataclasses.fields(self):
             if f.name in changes:
                 typed[f.name] = checked(f.name, changes[f.name], integer=isinstance(getattr(self, f.name), int),
@@ -168,4 +183,11 @@ SOURCES: dict[str, str] = {
                         "(cost_model.py: 'no fixed term')",
     "dma_setup_ns": "[assumed] per-DMA-descriptor setup; no published figure (sensitivity in the calibration report)",
     "sync_ns": "[assumed] cross-core barrier; no published figure (sensitivity in the calibration report)",
+    "cards": "[datasheet] up to 8 Spyre cards per ensemble in one I/O drawer (8 x 128 GB = 1 TB)",
+    "link_gbps": "[datasheet] PCIe Gen5 x16 per card: 32 GT/s x 16 lanes = 63 GB/s per direction raw; 50 GB/s "
+                 "taken as the effective rate after protocol overhead (128b/130b, TLP headers)",
+    "link_latency_ns": "[assumed] per-message card-to-card latency through the PCIe switch; no published figure "
+                       "(a few us is typical of PCIe peer-to-peer)",
+    "link_topology": "[datasheet] cards reach each other peer to peer through the drawer's PCIe switch "
+                     "('switch'); 'ring' models neighbour-only links",
 }

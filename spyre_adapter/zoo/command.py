@@ -184,8 +184,30 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"the model does not fit the machine: {limit}") from None
 
 
+def _command_tp(args: argparse.Namespace) -> int:
+    """``run --model hf:<family> --tp N``: the tensor-parallel runner
+    (:mod:`spyre_adapter.zoo.tp`) in N processes, one card each, under torchrun."""
+    import os
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.tp}",
+            "-m", "spyre_adapter.zoo.tp", "--family", args.model.removeprefix("hf:"), "--dtype", args.dtype or "fp32",
+            "--prompt", str(args.prompt), "--new-tokens", str(args.new_tokens)]
+    for field, value in sizes_of(args).items():
+        argv += [f"--{field.replace('_', '-')}", str(value)]
+    if args.json:
+        argv += ["--json", args.json]
+    env = dict(os.environ)
+    if args.machine:
+        env["SPYRE_MACHINE"] = args.machine
+    return subprocess.run(argv, env=env).returncode
+
+
 def _command_hf(args: argparse.Namespace) -> int:
     """``run --model hf:<family>`` / ``--hf-config``: a transformers model, greedy decode."""
+    if getattr(args, "tp", 1) > 1:
+        return _command_tp(args)
     from spyre_adapter.zoo.hf import HFOptions
     from spyre_adapter.zoo.hf_report import main_hf
 

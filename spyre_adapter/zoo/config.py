@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-__all__ = ["ModelConfig", "MODEL_SIZES", "BLOCK_SIZES", "SIZE_LIMITS", "HF_FAMILIES", "HF_SIZES", "is_hf", "sizes_of"]
+__all__ = ["ModelConfig", "MODEL_SIZES", "BLOCK_SIZES", "SIZE_LIMITS", "HF_FAMILIES", "HF_SIZES", "TP_FAMILIES",
+           "TP_SIZES", "is_hf", "sizes_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,9 @@ MODEL_SIZES: dict[str, frozenset[str]] = {
 HF_FAMILIES = ("llama", "qwen2", "granite", "mistral", "gemma3", "mixtral")
 #: The sizes a transformers model takes (over its config's).
 HF_SIZES = frozenset({"hidden", "heads", "kv_heads", "intermediate", "batch", "layers", "vocab", "experts"})
+#: Families whose decoder layers the tensor-parallel plan knows (spyre_adapter.zoo.tp), and the sizes it takes.
+TP_FAMILIES = ("llama", "granite", "mistral", "qwen2")
+TP_SIZES = ("hidden", "heads", "kv_heads", "intermediate", "layers", "vocab")
 for _family in HF_FAMILIES:
     MODEL_SIZES[f"hf:{_family}"] = HF_SIZES
 del _family

@@ -8,6 +8,7 @@ memory lives as long as any view of it.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import torch
@@ -18,6 +19,12 @@ RELEASES = ">=2.10"
 FEATURES = ["device.host_backed"]
 
 _HOST_ATTR = "_shim_host_storage"
+
+#: torch fills in a device without an index (``.to("spyre")``, ``torch.tensor(...,
+#: device="spyre")``) from the device guard, and torch._C._acc's guard always says 0:
+#: an index 0 therefore means the current device (the same thing, unless
+#: ``set_device`` chose another; then ``spyre:0`` cannot be told from ``spyre``).
+INDEX_ZERO_MEANS_CURRENT = True
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
 
@@ -73,12 +80,40 @@ def _device_storage(host: torch.UntypedStorage, device: torch.device) -> torch.U
     return dev
 
 
-def wrap(host: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
-    """Device tensor with ``host``'s metadata; shares ``like``'s device storage."""
+def wrap(host: torch.Tensor, like: torch.Tensor | None = None, index: int = 0) -> torch.Tensor:
+    """Device tensor on device ``index`` with ``host``'s metadata; shares ``like``'s device storage."""
     storage = like.untyped_storage() if like is not None else _device_storage(
-        host.untyped_storage(), torch.device(torch._C._get_privateuse1_backend_name(), 0))
-    t = torch._C._acc.create_empty_tensor([0], host.dtype)
+        host.untyped_storage(), torch.device(torch._C._get_privateuse1_backend_name(), index))
+    t = torch._C._acc.create_empty_tensor([0], host.dtype) if index == 0 else _blank(host.dtype, index)
     return _SET_STORAGE.redispatch(_CPU, t, storage, host.storage_offset(), list(host.size()), list(host.stride()))
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLTensorHead(ctypes.Structure):
+    """The leading fields of DLPack's (unversioned) ``DLTensor``."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice)]
+
+
+#: DLPack's device type for a vendor's own devices; torch maps it to PrivateUse1.
+_DL_EXT_DEV = 12
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _blank(dtype: torch.dtype, index: int) -> torch.Tensor:
+    """An empty PrivateUse1 tensor on device ``index``: ``create_empty_tensor`` makes
+    device 0 only, and a tensor's device is fixed when it is made (``set_`` refuses
+    a storage of another device). A DLPack capsule of an empty CPU tensor, its
+    device rewritten to (ext_dev, index), imports as exactly that tensor."""
+    capsule = torch.empty(0, dtype=dtype).__dlpack__()
+    head = _DLTensorHead.from_address(_capsule_pointer(capsule, b"dltensor"))
+    head.device.device_type, head.device.device_id = _DL_EXT_DEV, index
+    return torch.from_dlpack(capsule)
 
 
 def host_view(dev: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,10 @@ def setup(name: str, backend_module: Any) -> None:
     ext.register_hooks()
 
 
-def wrap(host: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+def wrap(host: torch.Tensor, like: torch.Tensor | None = None, index: int = 0) -> torch.Tensor:
+    if index != 0 and like is None:
+        # the extension's storages are all device 0; several devices need torch._C._acc
+        raise NotImplementedError(f"device index {index}: several host-backed devices need torch >= 2.10")
     return _ext().wrap(host, like)
 
 

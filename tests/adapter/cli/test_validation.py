@@ -50,6 +50,13 @@ ROWS: list[tuple[str, list[str], list[str]]] = [
     ("atol-negative", ["run", "--atol", "-1"], ["--atol", "-1", "number >= 0"]),
     ("atol-nan", ["run", "--atol", "nan"], ["--atol", "nan", "number >= 0"]),
     ("model-unknown", ["run", "--model", "gpt5"], ["--model", "gpt5", "llama-block"]),
+    ("tp-zero", ["run", "--model", "hf:llama", "--tp", "0"], ["--tp", "'0'", "integer from 1 to 64"]),
+    ("tp-on-a-block", ["run", "--tp", "2"], ["--tp", "2", "expected 1 for this model", "hf:granite"]),
+    ("tp-family-without-plan", ["run", "--model", "hf:gemma3", "--tp", "2"], ["--tp", "2", "hf:llama"]),
+    ("tp-with-autocast", ["run", "--model", "hf:llama", "--tp", "2", "--autocast", "fp16"],
+     ["--autocast", "fp16", "not available with --tp 2"]),
+    ("tp-with-batch", ["run", "--model", "hf:llama", "--tp", "4", "--batch", "2"],
+     ["--batch", "2", "not available with --tp 4"]),
     ("dtype-unknown", ["run", "--dtype", "fp64"], ["--dtype", "fp64", "fp16"]),
     ("option-unknown", ["run", "--hiden", "64"], ["--hiden", "spyre-adapter run --help"]),
     # run: machine overrides
@@ -178,6 +185,8 @@ def test_the_model_tables_agree() -> None:
 
     assert {m for m in model_config.MODEL_SIZES if not m.startswith("hf:")} == set(models.MODELS)
     assert set(model_config.HF_FAMILIES) == set(hf_models.FAMILIES)
+    assert set(model_config.TP_FAMILIES) <= set(hf_models.FAMILIES)
+    assert {k for k in model_config.TP_SIZES} <= set(hf_models.SIZE_KEYS)
     assert set(opinfo_cli.DTYPE_NAMES) == set(corpus.DTYPES)
 
 
