@@ -186,8 +186,10 @@ class GraphIR:
     """Everything one compiled graph ran on the device, in program order.
 
     ``fallbacks`` names the aten ops of that graph that ran on the host instead;
-    ``outputs`` the buffers the graph returns (read by its caller after the
-    last kernel, so they must reach memory); ``meta`` carries free-form extras.
+    ``outputs`` the buffers that must reach memory: those the graph returns
+    (read by its caller after the last kernel) and those written through a view
+    of another buffer's storage (a cat realised in place: read later under the
+    other buffer's name); ``meta`` carries free-form extras.
     """
 
     name: str

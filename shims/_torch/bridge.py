@@ -25,9 +25,9 @@ from ..errors import PatchTargetError, UnsupportedKernelError
 from ..index import as_expr
 from ..kernel_ir import FusionCandidate
 from . import capture
-from .complex_pass import realify_complex
 from . import inductor as ind
 from .cachedir import ensure_private
+from .complex_pass import realify_complex
 from .patches import REGISTRY, Patch
 
 if TYPE_CHECKING:  # annotations only: spyre_shims.backend installs this module, not the reverse
@@ -289,7 +289,9 @@ def _make_wrapper(device: str) -> type:
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             state = getattr(self, "_shim_state", None)
             if state is not None:
-                outputs = tuple(sorted(ind.real_name(n) for n in ind.output_names()))
+                # What must reach memory: what the graph returns, and what is
+                # written through a view of another buffer (read under its name).
+                outputs = tuple(sorted({ind.real_name(n) for n in ind.output_names()} | ind.view_buffers()))
                 graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]),
                                     outputs=outputs)
                 ref = _backend_for(device).ref()
@@ -412,6 +414,7 @@ def install(backend: Backend) -> None:
         _key_cache_by_post_grad_pass(backend)
     if "scan" in backend.features:
         _unsplit_scans(device)
+    _numeric_identity()
     ind.register_op_overrides(device, _make_op_overrides())
     ind.get("register_interface_for_device")(device, _make_interface(backend))
 
@@ -469,6 +472,31 @@ def _unsplit_scans(device: str) -> None:
     try:
         REGISTRY.register(Patch(name, "torch._inductor.ir:Scan.num_splits", make,
                                 f"{device} divides scans itself: Inductor must not split them", params=("device",)))
+    except PatchTargetError:
+        return
+    REGISTRY.apply(name)
+
+
+def _numeric_identity() -> None:
+    """Inductor's cat lowering wraps each input's shifted index in
+    ``Identity`` (no expansion); when loop simplification substitutes 0 for the
+    index, ``Identity(0)`` stays a non-comparable function and a ``Max`` or
+    ``Min`` around it raises "The argument '-((0))' is not comparable" (a cat
+    feeding a clamped gather: Inkling-2's relative positions). The identity of
+    a number is the number. Held while a backend is registered; a release
+    without ``Identity`` needs nothing."""
+    def make(original: Any, fired: Any) -> Any:
+        def eval(cls: Any, arg: Any) -> Any:
+            if getattr(arg, "is_Number", False):
+                fired()
+                return arg
+            return None
+        return classmethod(eval)
+
+    name = "numeric-identity"
+    try:
+        REGISTRY.register(Patch(name, "torch.utils._sympy.functions:Identity.eval", make,
+                                "Identity of a number folds to the number (a non-comparable Identity(0) breaks Max)"))
     except PatchTargetError:
         return
     REGISTRY.apply(name)

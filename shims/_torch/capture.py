@@ -20,10 +20,15 @@ from ..kernel_ir import BufferSpec, Instr, LoopKernel, Ref
 from ..ops import POINTWISE, REDUCTION_ARITY, REDUCTIONS, dtype_name, result_dtype
 from . import inductor as ind
 
-
 # ------------------------------------------------------------------ index rewriting
 
-def _convert_symbol(s: sympy.Symbol) -> sympy.Symbol:
+def _convert_symbol(s: sympy.Symbol) -> sympy.Expr:
+    # A precomputed size (``ps0``: Inductor's pad lowering names a symbolic bound
+    # this way) is defined only where a wrapper line computes it; the kernel IR
+    # carries the expression it stands for, in the graph's own size symbols.
+    defined = ind.precomputed_size(s)
+    if defined is not None:
+        return convert_index(defined)
     return sidx.index_symbol(s.name)
 
 

@@ -14,8 +14,8 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UnsupportedTorchError
 from .._lookup import lookup
+from ..errors import UnsupportedTorchError
 from .version import WINDOW_TEXT, installed, require_window
 
 
@@ -128,6 +128,19 @@ def graph() -> Any:
     return get("V").graph
 
 
+def precomputed_size(sym: Any) -> Any:
+    """The expression a precomputed size symbol (``ps<n>``) stands for in the
+    graph being lowered, or None for any other symbol."""
+    if not sym.name.startswith("ps"):
+        return None
+    V = get("V")
+    try:
+        inv = V.graph.sizevars.inv_precomputed_replacements
+    except AttributeError:
+        return None
+    return inv.get(sym)
+
+
 def dtype_of(name: str) -> Any:
     return graph().get_dtype(name)
 
@@ -153,6 +166,18 @@ def layout_of(name: str) -> Any:
 
 def output_names() -> set[str]:
     return set(graph().get_output_names())
+
+
+def view_buffers() -> set[str]:
+    """Buffers written through a view of another buffer's storage (Inductor's
+    NonOwningLayout: the inputs of a cat realised in place). Their readers may
+    see them only under the other buffer's name."""
+    out = set()
+    for buf in getattr(graph(), "buffers", ()):
+        layout = getattr(buf, "layout", None)
+        if type(layout).__name__ == "NonOwningLayout":
+            out.add(buf.get_name())
+    return out
 
 
 def removable(name: str, fused: set[str]) -> bool:

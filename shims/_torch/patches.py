@@ -40,6 +40,7 @@ class Patch:
     active: bool = False
     _saved: Any = _MISSING
     _raw: Any = _MISSING
+    _inherited: bool = False
 
 
 def _resolve(target: str) -> tuple[Any, str]:
@@ -96,6 +97,7 @@ class PatchRegistry:
         # A class attribute is restored as the descriptor it was (a classmethod
         # or staticmethod, not the function getattr unwrapped).
         p._raw = vars(owner).get(leaf, _MISSING) if isinstance(owner, type) and p.key is None else _MISSING
+        p._inherited = isinstance(owner, type) and p.key is None and leaf not in vars(owner)
 
         def fired() -> None:
             p.fired += 1
@@ -122,9 +124,11 @@ class PatchRegistry:
             getattr(owner, leaf).pop(p.key, None)
         elif p.key is not None:
             getattr(owner, leaf)[p.key] = p._saved
+        elif p._raw is _MISSING and isinstance(owner, type) and p._inherited:
+            delattr(owner, leaf)  # the class had none of its own: inherit again
         else:
             setattr(owner, leaf, p._saved if p._raw is _MISSING else p._raw)
-        p.active, p._saved, p._raw = False, _MISSING, _MISSING
+        p.active, p._saved, p._raw, p._inherited = False, _MISSING, _MISSING, False
         log.info("patch %s restored", p.name)
 
     @contextmanager

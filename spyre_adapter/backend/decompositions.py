@@ -13,6 +13,11 @@ lowering for the card; on "spyre" small-k topk decomposes into max reductions,
 sort and larger-k topk into ranks from pairwise comparisons, and convolutions
 into the taps of the padded input (a weighted sum, or a batched matmul), so
 they run on the device.
+
+``linalg_solve_triangular`` (the UT transform of gated delta-rule layers:
+Qwen3-Next, Qwen3.5, OLMo-hybrid) has no lowering either; on "spyre" it
+inverts the triangle by recursive doubling of its diagonal blocks (batched
+matmuls) and multiplies, so it runs on the PE arrays.
 """
 
 from __future__ import annotations
@@ -79,6 +84,8 @@ SORT_MAX_N = 4096
 ROUTING_OPS = (_aten.topk.default, _aten.sort.default, _aten.sort.stable)
 #: Ops decomposed so Mamba's and linear attention's short convolutions run on the device.
 CONV_OPS = (_aten.convolution.default,)
+#: Ops decomposed so gated delta-rule layers' triangular solves run on the device.
+LINALG_OPS = (_aten.linalg_solve_triangular.default,)
 
 
 def _ranks(x: torch.Tensor, descending: bool) -> torch.Tensor:
@@ -219,6 +226,62 @@ def _convolution(default: Any, x: torch.Tensor, weight: torch.Tensor, bias: torc
     return out.reshape(batch, cout, *out_sizes)
 
 
+#: Largest triangle inverted on the device (the delta rule's chunks are 64).
+SOLVE_MAX_N = 512
+
+
+def _lower_inverse(lower: torch.Tensor) -> torch.Tensor:
+    """The inverse of a unit lower-triangular matrix (batched; the upper
+    triangle and the diagonal are not read) by recursive doubling: blocks of
+    size b on the diagonal, already inverted, pair into blocks of 2b,
+    ``[[A, 0], [C, D]]^-1 = [[A^-1, 0], [-D^-1 C A^-1, D^-1]]``: two batched
+    matmuls per doubling, every pair at once. This is the blocked form of
+    forward substitution (no powers of the matrix are formed, so nothing grows
+    but what substitution itself would)."""
+    n = lower.shape[-1]
+    m = 1 << max(n - 1, 0).bit_length()  # n padded to a power of two: identity below
+    batch = lower.shape[:-2]
+    strict = torch.tril(lower, -1)
+    if m != n:
+        strict = F.pad(strict, (0, m - n, 0, m - n))
+    inv = torch.ones(*batch, m, 1, 1, dtype=lower.dtype, device=lower.device)
+    b = 1
+    while b < m:
+        pairs = m // (2 * b)
+        blocks = strict.reshape(*batch, pairs, 2 * b, pairs, 2 * b)
+        # The pairs' own 2b x 2b diagonal blocks; C is the lower-left b x b of each.
+        c = torch.diagonal(blocks, dim1=-4, dim2=-2).movedim(-1, -3)[..., b:, :b]
+        a_inv, d_inv = inv[..., 0::2, :, :], inv[..., 1::2, :, :]
+        lower_left = -torch.matmul(d_inv, torch.matmul(c, a_inv))
+        top = torch.cat([a_inv, torch.zeros_like(a_inv)], -1)
+        inv = torch.cat([top, torch.cat([lower_left, d_inv], -1)], -2)
+        b *= 2
+    return inv.reshape(*batch, m, m)[..., :n, :n]
+
+
+def _solve_triangular(default: Any, a: torch.Tensor, b: torch.Tensor, *, upper: bool, left: bool = True,
+                      unitriangular: bool = False) -> Any:
+    """``linalg_solve_triangular`` as batched matmuls: the triangle is made
+    unit by dividing its rows by the diagonal, inverted by
+    :func:`_lower_inverse` (an upper one through its transpose), and
+    ``A^-1 = (D^-1 A)^-1 D^-1`` multiplies ``b`` from the side asked."""
+    n = a.shape[-1] if a.dim() >= 2 else 0
+    if not (a.dtype.is_floating_point and b.dtype == a.dtype and a.dim() >= 2 and b.dim() >= 2
+            and 0 < n <= SOLVE_MAX_N):
+        return default(a, b, upper=upper, left=left, unitriangular=unitriangular)
+    tri = a.transpose(-1, -2) if upper else a
+    if unitriangular:
+        inverse = _lower_inverse(tri)
+    else:
+        # Rows of the lower form divided by the diagonal: unit, same inverse up
+        # to the diagonal's scaling (columns of the inverse, in the lower form).
+        diag = torch.diagonal(tri, dim1=-2, dim2=-1)
+        inverse = _lower_inverse(tri / diag.unsqueeze(-1)) / diag.unsqueeze(-2)
+    if upper:
+        inverse = inverse.transpose(-1, -2)
+    return torch.matmul(inverse, b) if left else torch.matmul(b, inverse)
+
+
 def register(device: str = "spyre") -> None:
     """Install the Spyre decompositions for ``device``."""
     for op in NORM_OPS:
@@ -228,3 +291,5 @@ def register(device: str = "spyre") -> None:
         register_decomposition(op, device, _convolution)
     for op in (_aten.sort.default, _aten.sort.stable):
         register_decomposition(op, device, _sort)
+    for op in LINALG_OPS:
+        register_decomposition(op, device, _solve_triangular)

@@ -101,9 +101,18 @@ def _var_plus_const(body: Sequence[Instr], ref: Any, sizes: Mapping[sympy.Symbol
     return free[0].name, int(expr - free[0])
 
 
-def _int_const(body: Sequence[Instr], ref: Any) -> int | None:
-    if isinstance(ref, Ref) and body[ref.id].op == "constant" and isinstance(body[ref.id].args[0], int):
-        return int(body[ref.id].args[0])
+def _int_const(body: Sequence[Instr], ref: Any, sizes: Mapping[sympy.Symbol, int]) -> int | None:
+    """The integer ``ref`` holds: a constant, or an index_expr of sizes only
+    (a bound that is a symbolic size under dynamic shapes: ``i0 < s27``)."""
+    if not isinstance(ref, Ref):
+        return None
+    ins = body[ref.id]
+    if ins.op == "constant" and isinstance(ins.args[0], int):
+        return int(ins.args[0])
+    if ins.op == "index_expr":
+        expr = _bind(sidx.as_expr(ins.args[0]), sizes)
+        if expr.is_Integer:
+            return int(expr)
     return None
 
 
@@ -121,7 +130,7 @@ def _mask_bounds(body: Sequence[Instr], mask: Any, sizes: Mapping[sympy.Symbol, 
     op, (x, y) = ins.op, ins.args
     if _var_plus_const(body, x, sizes) is None:
         op, x, y = _FLIP[op], y, x
-    vc, c = _var_plus_const(body, x, sizes), _int_const(body, y)
+    vc, c = _var_plus_const(body, x, sizes), _int_const(body, y, sizes)
     if vc is None or c is None:
         return ()
     var, off = vc

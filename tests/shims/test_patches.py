@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from spyre_shims._torch.patches import Patch, PatchRegistry, REGISTRY
+from spyre_shims._torch.patches import REGISTRY, Patch, PatchRegistry
 from spyre_shims._torch.version import installed
 from spyre_shims.errors import PatchTargetError
 
@@ -64,12 +64,12 @@ def test_registry_state_on_this_torch() -> None:
     per-device pass exists there)."""
     from packaging.version import Version
 
-    from spyre_adapter.backend.decompositions import CONV_OPS, NORM_OPS, ROUTING_OPS
+    from spyre_adapter.backend.decompositions import CONV_OPS, LINALG_OPS, NORM_OPS, ROUTING_OPS
 
     torch.compile(lambda a: a + 1)(torch.ones(2).to("spyre"))  # the compiler's setup runs at the first compile
     active = {p["name"] for p in REGISTRY.report() if p["active"]}
-    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS, *CONV_OPS)} | {"kernel-rewrites",
-                                                                                 "unsplit-scans:spyre"}
+    expected = {f"decomposition:spyre:{op}" for op in (*NORM_OPS, *ROUTING_OPS, *CONV_OPS, *LINALG_OPS)} | {
+        "kernel-rewrites", "unsplit-scans:spyre", "numeric-identity"}
     if installed() < Version("2.8"):
         expected.add("cache-key:spyre")
     assert active == expected
@@ -93,6 +93,36 @@ def test_a_class_method_is_restored_as_a_class_method(target_module) -> None:
     with reg.applied("cm"):
         assert Sub.who(1) == ("patched", ("Base", 1))
     assert Sub.who(2) == ("Sub", 2) and isinstance(vars(Base)["who"], classmethod)
+
+
+def test_a_method_a_class_inherits_is_inherited_again_after_restore(target_module) -> None:
+    class Base:
+        @classmethod
+        def who(cls):
+            return cls.__name__
+
+    class Sub(Base):
+        pass
+
+    target_module.Sub = Sub
+    reg = PatchRegistry()
+    reg.register(Patch("inh", "patch_target_mod:Sub.who", lambda orig, fired: classmethod(lambda cls: "patched"), "i"))
+    with reg.applied("inh"):
+        assert Sub.who() == "patched" and Base.who() == "Base"
+    assert "who" not in vars(Sub) and Sub.who() == "Sub"
+
+
+def test_the_identity_of_a_number_is_the_number() -> None:
+    """Held while the backend is registered: Inductor's cat lowering wraps
+    shifted indices in Identity; substituting 0 left a non-comparable
+    Identity(0) that Max refused (the family sweep's Inkling-2 crash)."""
+    import sympy
+    from torch.utils._sympy.functions import Identity
+
+    torch.compile(lambda a: a + 1)(torch.ones(2).to("spyre"))
+    i = sympy.Symbol("i", integer=True)
+    assert Identity(sympy.Integer(0)) == 0 and sympy.Max(-Identity(sympy.Integer(0)), i) == sympy.Max(0, i)
+    assert isinstance(Identity(i - 3), Identity)  # symbols keep their wrapper
 
 
 def test_a_new_table_entry_is_added_and_removed_again(target_module) -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -139,8 +140,10 @@ def main() -> int:
     dist.barrier()
     checked.append("barrier")
     report = torch.spyre.report().to_dict()
-    print(json.dumps({"rank": rank, "card": card, "checked": checked, "link_ns": report["link_ns"],
-                      "collectives": report["collectives"]}), flush=True)
+    # One file per rank: lines the ranks print to one pipe can interleave.
+    out = Path(os.environ["CHECK_OUT"]) / f"rank{rank}.json"
+    out.write_text(json.dumps({"rank": rank, "card": card, "checked": checked, "link_ns": report["link_ns"],
+                               "collectives": report["collectives"]}))
     dist.destroy_process_group()
     return 0
 

@@ -17,19 +17,18 @@ COLLECTIVES = {"all_reduce", "broadcast", "reduce", "all_gather", "all_gather_in
                "gather", "scatter", "all_to_all_single", "send/recv", "barrier"}
 
 
-def _torchrun(ranks: int, seed: int) -> list[dict]:
+def _torchrun(ranks: int, seed: int, tmp_path: Path) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "SPYRE_MACHINE")}
-    env["CHECK_SEED"] = str(seed)
+    env["CHECK_SEED"], env["CHECK_OUT"] = str(seed), str(tmp_path)
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                           str(CHECK)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-4000:]
-    return sorted((json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")),
-                  key=lambda r: r["rank"])
+    return sorted((json.loads(f.read_text()) for f in tmp_path.glob("rank*.json")), key=lambda r: r["rank"])
 
 
 @pytest.mark.parametrize(("ranks", "seed"), [(2, 1), (4, 2)])
-def test_every_collective_matches_gloo_on_cpu(ranks: int, seed: int) -> None:
-    results = _torchrun(ranks, seed)
+def test_every_collective_matches_gloo_on_cpu(ranks: int, seed: int, tmp_path: Path) -> None:
+    results = _torchrun(ranks, seed, tmp_path)
     assert [r["rank"] for r in results] == list(range(ranks))
     assert [r["card"] for r in results] == list(range(ranks))  # LOCAL_RANK picks the card
     for r in results:
