@@ -10,9 +10,9 @@ import functools
 import sympy
 
 from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import Instr, Ref
+from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 
-__all__ = ["Access", "accesses", "index_cone", "indirect_levels"]
+__all__ = ["Access", "accesses", "index_cone", "indirect_levels", "split_dim", "with_ranges"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,3 +111,44 @@ def indirect_levels(body: tuple[Instr, ...]) -> dict[int, int]:
         if level(a.pos):
             pass
     return {k: v for k, v in levels.items() if v > 0}
+
+
+def _substituted(arg: object, subs: dict[sympy.Symbol, sympy.Expr]) -> object:
+    if isinstance(arg, sympy.Basic):
+        return arg.xreplace(subs)
+    if isinstance(arg, tuple):
+        return tuple(_substituted(a, subs) for a in arg)
+    return arg
+
+
+def split_dim(kernel: LoopKernel, t: int, outer: int) -> LoopKernel:
+    """``kernel`` with its loop dimension ``t`` (of ``outer * inner`` points)
+    iterated as two, ``outer`` then ``inner``: the same points in the same
+    row-major order, its index variables renumbered (``i_t`` becomes
+    ``inner * i_t + i_(t+1)``, later ones move up by one)."""
+    size = int(kernel.ranges[t])
+    if outer <= 0 or size % outer:
+        raise ValueError(f"{kernel.name}: dimension {t} of {size} points is not {outer} whole rows")
+    inner = size // outer
+    old = [sidx.index_symbol(f"i{j}") for j in range(len(kernel.ranges))]
+    new = [sidx.index_symbol(f"i{j}") for j in range(len(kernel.ranges) + 1)]
+    subs: dict[sympy.Symbol, sympy.Expr] = {old[j]: new[j] for j in range(t)}
+    subs[old[t]] = inner * new[t] + new[t + 1]
+    subs.update({old[j]: new[j + 1] for j in range(t + 1, len(old))})
+    body = tuple(dataclasses.replace(ins, args=_substituted(ins.args, subs)) for ins in kernel.body)
+    ranges = (*kernel.ranges[:t], sympy.Integer(outer), sympy.Integer(inner), *kernel.ranges[t + 1:])
+    return dataclasses.replace(kernel, ranges=ranges, body=body)
+
+
+def with_ranges(kernel: LoopKernel, ranges: tuple[int, ...]) -> LoopKernel:
+    """``kernel`` iterated over ``ranges``: its own dimensions, some split in two
+    by :func:`split_dim` (a program planned for one kernel, run for another of
+    the same structure)."""
+    out, t = kernel, 0
+    while tuple(int(r) for r in out.ranges) != tuple(ranges):
+        while t < len(ranges) and int(out.ranges[t]) == ranges[t]:
+            t += 1
+        if t >= len(ranges) or int(out.ranges[t]) % ranges[t]:
+            raise ValueError(f"{kernel.name}: ranges {tuple(out.ranges)} do not split into {tuple(ranges)}")
+        out = split_dim(out, t, ranges[t])
+    return out

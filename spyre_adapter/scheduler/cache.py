@@ -11,8 +11,13 @@ import json
 import threading
 from typing import Any
 
-from spyre_shims import kernel_ir as kir
+import sympy
 
+from spyre_shims import index as sidx
+from spyre_shims import kernel_ir as kir
+from spyre_shims.reference import concrete
+
+from spyre_adapter.model.bodies import with_ranges
 from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
@@ -62,7 +67,8 @@ class ProgramCache:
             return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
         bodies = p.bodies
         if isinstance(kernel, kir.KernelGroup):
-            bodies = tuple(kernel.kernels) + p.bodies[len(kernel.kernels):]
+            bodies = tuple(_as_planned(k, b, p.sizes) for k, b in zip(kernel.kernels, p.bodies)) + \
+                p.bodies[len(kernel.kernels):]
         return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
 
     def shared(self, key: str, kernel: Any) -> tuple[Program, dict[str, str], dict[Any, Any]] | None:
@@ -85,3 +91,13 @@ class ProgramCache:
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
+
+
+def _as_planned(kernel: kir.LoopKernel, body: kir.LoopKernel, sizes: tuple[tuple[str, int], ...]) -> kir.LoopKernel:
+    """``kernel`` iterated the way the cached program's ``body`` is (the planner
+    may have split a dimension where the rows end)."""
+    if tuple(kernel.ranges) == tuple(body.ranges):
+        return kernel
+    bound = {sidx.index_symbol(n): v for n, v in sizes}
+    fixed = dataclasses.replace(kernel, ranges=tuple(sympy.Integer(concrete(r, bound)) for r in kernel.ranges))
+    return with_ranges(fixed, tuple(int(r) for r in body.ranges))

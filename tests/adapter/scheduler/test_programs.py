@@ -5,6 +5,7 @@ against compulsory bytes computed from the kernel's reference semantics."""
 from __future__ import annotations
 
 import pytest
+import sympy
 import torch
 import torch.nn.functional as F
 
@@ -201,3 +202,36 @@ def test_flash_attention_program_beats_the_generic_path_on_traffic() -> None:
     tl = timing.simulate(p, DEFAULT)
     assert tl.dram_bytes <= 1.5 * compulsory_bytes(p.kernel, None, {})
 
+
+
+def test_rows_that_end_inside_a_dimension_split_it() -> None:
+    """Nemotron-H's grouped RMSNorm: a pointwise kernel over (tokens, groups *
+    width) fused with the sum of squares per (token, group). The rows (tokens x
+    groups) end inside the pointwise kernel's second dimension; every division
+    was refused ("its columns do not line up with the rows") and the model fell
+    back. The planner iterates that dimension as groups x width."""
+    tokens, groups, width = 6, 8, 1024
+    idx = groups * width * K.I0 + K.I1
+    scaled = (kir.Instr("load", ("x", idx), "float32"), kir.Instr("load", ("g", idx), "float32"),
+              kir.Instr("mul", (kir.Ref(0), kir.Ref(1)), "float32"), kir.Instr("store", ("y", idx, kir.Ref(2), None)))
+    squares = (kir.Instr("load", ("y", width * K.I0 + K.R0), "float32"),
+               kir.Instr("mul", (kir.Ref(0), kir.Ref(0)), "float32"),
+               kir.Instr("reduction", ("float32", "float32", "sum", kir.Ref(1)), "float32"),
+               kir.Instr("store_reduction", ("s", K.I0, kir.Ref(2))))
+    group = kir.KernelGroup("gnorm", (
+        kir.LoopKernel("op0", (sympy.Integer(tokens), sympy.Integer(groups * width)), (), scaled),
+        kir.LoopKernel("op1", (sympy.Integer(tokens * groups),), (sympy.Integer(width),), squares)),
+        (K.buf("x", (tokens, groups * width), "float32"), K.buf("g", (tokens, groups * width), "float32"),
+         K.buf("y", (tokens, groups * width), "float32", "output"), K.buf("s", (tokens * groups,), "float32", "output")),
+        ("x", "g", "y", "s"))
+    p = plan(group, DEFAULT, {})
+    assert [tuple(int(r) for r in b.ranges) for b in p.bodies][0] == (tokens, groups, width)
+    got, want = K.run_program(p, group, DEFAULT)
+    K.assert_same(got, want, ["y", "s"])
+    # An identical kernel under other names runs the cached program on its own
+    # buffers, its body split the same way.
+    other = K.renamed(group, {"x": "x2", "g": "g2", "y": "y2", "s": "s2"}, "gnorm2")
+    q = plan(other, DEFAULT, {})
+    assert tuple(int(r) for r in q.bodies[0].ranges) == (tokens, groups, width)
+    got, want = K.run_program(q, other, DEFAULT)
+    K.assert_same(got, want, ["y2", "s2"])
