@@ -4,15 +4,18 @@ greedy decode on the device against CPU eager, as one record."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import subprocess
 import time
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from spyre_adapter.zoo.sweep.families import small_config
 
-__all__ = ["Item", "SHAPES", "PROMPT", "NEW_TOKENS", "run_item", "sweep_items", "classify_build_error"]
+__all__ = ["Item", "SHAPES", "PROMPT", "NEW_TOKENS", "run_item", "sweep_items", "classify_build_error", "code_version"]
 
 #: Shape modes: the static KV cache and torch.compile's default, or dynamic=True and the dynamic cache.
 SHAPES = ("static", "dynamic")
@@ -113,11 +116,30 @@ def _fallback_names(messages: list[str]) -> list[str]:
     return sorted({fallback_name(m) for m in messages})
 
 
+@functools.cache
+def code_version() -> str:
+    """The code an item ran: the checkout's commit (``+`` when it has changes
+    not committed), or the package's version outside a git checkout."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return f"spyre-adapter {version('spyre-adapter')}"
+        except PackageNotFoundError:
+            return "unknown"
+    return head + ("+" if dirty else "")
+
+
 def run_item(item: Item) -> dict[str, Any]:
     """The record of one item (never raises: a crash is a record)."""
     from spyre_adapter.zoo.hf import EagerReferenceError, HFOptions, build_model, run_hf
 
-    rec: dict[str, Any] = {"key": item.key, "family": item.family, "shapes": item.shapes}
+    rec: dict[str, Any] = {"key": item.key, "family": item.family, "shapes": item.shapes, "code": code_version()}
     t0 = time.perf_counter()
     try:
         config = small_config(item.family)

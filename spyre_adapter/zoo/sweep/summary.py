@@ -62,6 +62,8 @@ def build(records: Mapping[str, dict[str, Any]], families: Iterable[str], *, wal
         "counts": {s: {k: by_shape[s].get(k, 0) for k in STATUSES} for s in SHAPES},
         "headline": headline,
         "top_fallbacks": [{"fallback": n, "items": k} for n, k in fallbacks.most_common(15)],
+        # Which code each record came from (a resumed or partly re-run sweep mixes them).
+        "code": dict(Counter(r.get("code", "unrecorded") for r in recs).most_common()),
         "items": recs,
     }
 
@@ -96,6 +98,9 @@ def markdown(summary: dict[str, Any]) -> str:
         f"{s['prompt_tokens']}-token prompt with `forward` compiled for spyre, against the same model on CPU eager. "
         f"static: static KV cache, torch.compile's default; dynamic: `dynamic=True`, dynamic KV cache. "
         f"{s['item_seconds'] / 60:.0f} min of item time. Command: `spyre-adapter models --sweep` (also `nox -s models`).",
+        "",
+        "Records by the code they ran (commit; `+`: with changes not committed): "
+        + ", ".join(f"{n} from `{c}`" for c, n in s.get("code", {}).items()) + ".",
         "",
         "| | " + " | ".join(SHAPES) + " |",
         "|---|" + "---:|" * len(SHAPES),
