@@ -148,6 +148,28 @@ def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
     return expr.xreplace(subs) if subs else expr
 
 
+def row_lead(ranges: Sequence[int], rows: int, mult: int) -> int | None:
+    """The dimension where a kernel's rows end and its columns begin, if any."""
+    acc = 1
+    for t in range(len(ranges) + 1):
+        if acc == rows and math.prod(ranges[t:]) == mult:
+            return t
+        if t < len(ranges):
+            acc *= ranges[t]
+    return None
+
+
+def row_split(ranges: Sequence[int], rows: int) -> tuple[int, int] | None:
+    """``(t, outer)``: splitting dimension ``t`` into ``outer`` x the rest puts a
+    dimension boundary where the rows end."""
+    acc = 1
+    for t, r in enumerate(ranges):
+        if rows % acc == 0 and acc < rows < acc * r and r % (rows // acc) == 0:
+            return t, rows // acc
+        acc *= r
+    return None
+
+
 # ------------------------------------------------------------------ boxes
 
 

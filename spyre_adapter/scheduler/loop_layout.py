@@ -33,7 +33,7 @@ from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Box, DmaGather, DmaLoad, Operand, Region, Resident, RingRecv,
                                          RingSend, itemsize)
-from spyre_adapter.scheduler.analysis import _mask_bounds, boxes
+from spyre_adapter.scheduler.analysis import _mask_bounds, boxes, row_lead, row_split
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView
 
 __all__ = ["LoopDivision", "Hold", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases", "Placement", "CoreState", "Window"]
@@ -221,28 +221,6 @@ class CoreState:
         self.packed = [x for x in self.packed if x.scope not in drop]
 
 
-def _lead(ranges: Sequence[int], rows: int, mult: int) -> int | None:
-    """The dimension where a kernel's rows end and its columns begin, if any."""
-    acc = 1
-    for t in range(len(ranges) + 1):
-        if acc == rows and math.prod(ranges[t:]) == mult:
-            return t
-        if t < len(ranges):
-            acc *= ranges[t]
-    return None
-
-
-def _row_split(ranges: Sequence[int], rows: int) -> tuple[int, int] | None:
-    """``(t, outer)``: splitting dimension ``t`` into ``outer`` x the rest puts a
-    dimension boundary where the rows end."""
-    acc = 1
-    for t, r in enumerate(ranges):
-        if rows % acc == 0 and acc < rows < acc * r and r % (rows // acc) == 0:
-            return t, rows // acc
-        acc *= r
-    return None
-
-
 class Placement:
     """A loop group's program being built: its cores, the LX slots and windows of
     each, and where every load and store of a kernel on a tile lives."""
@@ -259,15 +237,15 @@ class Placement:
         for lk, mult in zip(group.kernels, mults):
             ranges = tuple(concrete(r, sizes) for r in lk.ranges)
             red = tuple(concrete(r, sizes) for r in lk.reduction_ranges)
-            lead = _lead(ranges, rows, mult)
+            lead = row_lead(ranges, rows, mult)
             if lead is None and not red and mult > 1:
                 # The rows end inside a dimension (a grouped norm's pointwise
                 # kernel over (tokens, groups * width)): iterate it as two.
-                split = _row_split(ranges, rows)
+                split = row_split(ranges, rows)
                 if split is not None:
                     lk = split_dim(dataclasses.replace(lk, ranges=tuple(sympy.Integer(r) for r in ranges)), *split)
                     ranges = tuple(int(r) for r in lk.ranges)
-                    lead = _lead(ranges, rows, mult)
+                    lead = row_lead(ranges, rows, mult)
             self.infos.append(_KernelInfo(lk, ranges, red, mult, reduction_phases(lk.body) if red else None, lead))
         # the first kernel of the group that stores each buffer
         self.writer: dict[str, int] = {}

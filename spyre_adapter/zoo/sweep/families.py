@@ -11,6 +11,7 @@ dimensions), never something that changes what the model computes.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 __all__ = ["SMALL", "OVERRIDES", "causal_lm_families", "small_config", "Family"]
@@ -84,13 +85,44 @@ def causal_lm_families() -> list[Family]:
     return [Family(t, c) for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()]
 
 
+def _heterogeneous(config: Any) -> bool:
+    """A config whose layers differ in some sizes (transformers' per-layer
+    configs: reading such a size from the whole config raises)."""
+    return config.__dict__.get("_heterogeneity_spec") is not None
+
+
 def _get(config: Any, name: str) -> Any:
     """``config.name``, or Ellipsis when it has none (some configs raise on
-    reading a size they do not have, e.g. XLNet's maximum length)."""
+    reading a size they do not have, e.g. XLNet's maximum length). A
+    heterogeneous config's per-layer size is read as its global value."""
     try:
+        if _heterogeneous(config):
+            return config._getattr_without_heterogeneous_validation(name)
         return getattr(config, name)
     except (AttributeError, NotImplementedError, ValueError):
         return Ellipsis
+
+
+def _small_per_layer(config: Any, small: dict[str, Any], layers: int) -> dict[int, dict[str, Any]] | None:
+    """The per-layer sizes of a heterogeneous config, kept heterogeneous at the
+    small sizes: one layer (after layer 0, which keeps the global sizes) per
+    distinct kind of layer the config describes, each size scaled with its
+    global one (a global head dim of 256 and a layer's 512 become 16 and 32)."""
+    if not _heterogeneous(config):
+        return None
+    per_layer = config.to_dict().get("per_layer_config") or {}
+    kinds = list(dict.fromkeys(json.dumps(v, sort_keys=True) for v in per_layer.values()))[:max(layers - 1, 0)]
+    out: dict[int, dict[str, Any]] = {}
+    for n, kind in enumerate(kinds, start=1):
+        scaled = {}
+        for name, value in json.loads(kind).items():
+            whole, mine = _get(config, name), small.get(name)
+            if isinstance(value, int) and isinstance(whole, int) and whole and isinstance(mine, int):
+                scaled[name] = max(1, round(mine * value / whole))
+            elif not isinstance(value, int):
+                scaled[name] = value
+        out[n] = scaled
+    return out
 
 
 def _settable(config: Any, name: str) -> bool:
@@ -171,7 +203,9 @@ def _small_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
         for sub in SUB_CONFIGS:
             child = _get(config, sub)
             if child is not None and hasattr(child, "to_dict") and _settable(config, sub):
-                out[sub] = type(child)(**_small_kwargs(child, depth + 1))
+                kw = _small_kwargs(child, depth + 1)
+                per_layer = _small_per_layer(child, kw, SMALL["layers"])
+                out[sub] = type(child)(**kw, **({} if per_layer is None else {"per_layer_config": per_layer}))
     return out
 
 
@@ -186,6 +220,9 @@ def small_config(model_type: str) -> Any:
 
     default = AutoConfig.for_model(model_type)
     kwargs = {**_small_kwargs(default), **OVERRIDES.get(model_type, {}), "use_cache": True}
+    per_layer = _small_per_layer(default, kwargs, SMALL["layers"])
+    if per_layer is not None:
+        kwargs["per_layer_config"] = per_layer
     kwargs = {k: v for k, v in kwargs.items() if v is not DROP}
     if hasattr(default, "is_decoder"):
         kwargs["is_decoder"] = True  # encoder families' causal-LM heads run as decoders only so

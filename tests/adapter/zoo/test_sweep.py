@@ -28,6 +28,9 @@ SAMPLE = {
     ("afmoe", "static"): "sigmoid router: top-k on dim 1 of a zero-initialised gate",
     ("mamba", "static"): "causal depthwise conv1d",
     ("deepseek_v2", "static"): "rotary embedding in complex numbers",
+    ("qwen3_next", "static"): "gated delta rule: a unit triangular solve (UT transform)",
+    ("phimoe", "static"): "sparsemixer: expert indices written through an in-place cat, read as gather indices",
+    ("nemotron_h", "static"): "grouped RMSNorm: rows ending inside a kernel's dimension",
 }
 
 
@@ -49,6 +52,7 @@ def test_the_sweep_command_writes_its_table(tmp_path: Path, capsys: pytest.Captu
     assert rc == 0, out
     s = json.loads((tmp_path / "sweep.json").read_text())
     assert s["complete"] and s["families"] == len(families) and s["families_built"] == 1
+    assert all(r["code"] and r["code"] != "unknown" for r in s["items"])
     assert s["counts"]["static"]["pass"] == 1 and s["headline"]["static"]["token_identical_share"] == 1.0
     text = (tmp_path / "SWEEP.md").read_text()
     assert "| llama | pass; 1 recompile(s) |" in text and "static: 1/1 families token-identical" in out
@@ -69,6 +73,19 @@ def test_every_family_of_the_auto_mapping_is_enumerated_and_small() -> None:
     assert small_config("deepseek_v3").num_key_value_heads == SMALL["heads"]  # latent attention: one KV per head
 
 
+def test_a_heterogeneous_config_is_shrunk_and_stays_heterogeneous() -> None:
+    """Gemma 4's layers differ in head dim (its full-attention layers' is twice
+    the sliding ones'); reading such a size from the whole config raises, so the
+    family never built. Small, it keeps one layer of each kind, sizes scaled."""
+    from spyre_adapter.zoo.hf import build_model
+
+    cfg = small_config("gemma4_text")
+    assert cfg.num_hidden_layers == SMALL["layers"]
+    heads = [cfg.per_layer_config[i].head_dim for i in range(SMALL["layers"])]
+    assert heads == [SMALL["hidden"] // SMALL["heads"], 2 * SMALL["hidden"] // SMALL["heads"]]
+    build_model(cfg, device="meta")
+
+
 def test_zero_initialised_matrices_get_random_values() -> None:
     """An all-zero router gate scores every expert alike; top-k among exact ties
     is unspecified (torch's CPU kernel orders ties by its partial sort)."""
@@ -85,7 +102,7 @@ def test_zero_initialised_matrices_get_random_values() -> None:
 def test_summary_counts_and_table() -> None:
     recs = {
         "a:static": {"key": "a:static", "family": "a", "shapes": "static", "status": "pass", "tokens_identical": True,
-                     "fallbacks": [], "recompiles": 1, "graph_breaks": 0},
+                     "fallbacks": [], "recompiles": 1, "graph_breaks": 0, "code": "abc1234"},
         "a:dynamic": {"key": "a:dynamic", "family": "a", "shapes": "dynamic", "status": "fallback",
                       "tokens_identical": True, "fallbacks": ["aten op aten.sort.stable"], "recompiles": 2,
                       "graph_breaks": 0},
@@ -101,3 +118,6 @@ def test_summary_counts_and_table() -> None:
     assert "| a | pass; 1 recompile(s) | fallback; `aten op aten.sort.stable`; 2 recompile(s) |" in text
     assert "- `b` (needs): needs timm" in text and "| aten op aten.sort.stable | 1 |" not in text
     assert "| `aten op aten.sort.stable` | 1 |" in text
+    # Which code each record ran is kept (a resumed or partly re-run sweep mixes them).
+    assert s["code"] == {"unrecorded": 3, "abc1234": 1}
+    assert "3 from `unrecorded`, 1 from `abc1234`" in text
