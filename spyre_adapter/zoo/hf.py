@@ -437,5 +437,16 @@ def _counts(c: CompileCounts) -> dict[str, Any]:
 def _config_summary(config: Any) -> dict[str, Any]:
     keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
             "head_dim", "vocab_size", "num_local_experts", "num_experts_per_tok", "sliding_window")
-    return {k: getattr(config, k) for k in keys if getattr(config, k, None) is not None}
+    out = {k: _config_value(config, k) for k in keys}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _config_value(config: Any, key: str) -> Any:
+    """``config.key``; of a heterogeneous config (per-layer sizes, where reading
+    the whole config's raises), the value of each layer when they differ."""
+    try:
+        return getattr(config, key, None)
+    except RuntimeError:  # transformers' AmbiguousGlobalPerLayerAttributeError
+        values = [getattr(layer, key, None) for layer in config.per_layer_config]
+        return values[0] if len(set(values)) == 1 else values
 

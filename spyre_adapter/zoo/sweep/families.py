@@ -67,6 +67,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "xlstm": {"qk_dim_factor": 1.0},
     "kolibri1_1": {"index_layers": [1]},
     "zaya": {"num_experts_per_tok": 1},
+    "blt": {"encoder_hash_byte_group_vocab": 256},  # the hash n-gram tables (500002 rows by default)
 }
 
 
@@ -200,7 +201,12 @@ def _small_kwargs(config: Any, depth: int = 0) -> dict[str, Any]:
                     if attr in out:
                         out[attr] = len(out[name])
     if depth < 2:
-        for sub in SUB_CONFIGS:
+        subs = list(SUB_CONFIGS)
+        if not any(_settable(config, n) for n in ATTRIBUTES["layers"]):
+            # Sizes that live only in sub-configs (a byte-latent model's patcher,
+            # local encoder and decoder, and global transformer): shrink them all.
+            subs += [n for n in getattr(type(config), "sub_configs", None) or {} if n not in subs]
+        for sub in subs:
             child = _get(config, sub)
             if child is not None and hasattr(child, "to_dict") and _settable(config, sub):
                 kw = _small_kwargs(child, depth + 1)

@@ -84,6 +84,22 @@ def test_a_heterogeneous_config_is_shrunk_and_stays_heterogeneous() -> None:
     heads = [cfg.per_layer_config[i].head_dim for i in range(SMALL["layers"])]
     assert heads == [SMALL["hidden"] // SMALL["heads"], 2 * SMALL["hidden"] // SMALL["heads"]]
     build_model(cfg, device="meta")
+    # The run's report names each layer's size where they differ (it raised reading the global one).
+    from spyre_adapter.zoo.hf import _config_summary
+
+    assert _config_summary(cfg)["head_dim"] == heads
+
+
+def test_sizes_that_live_only_in_sub_configs_are_shrunk() -> None:
+    """BLT has no layer count of its own: its patcher, local encoder and decoder
+    and global transformer each have one. Unshrunk it needed 17 GiB ("not built")."""
+    from spyre_adapter.zoo.hf import build_model, weight_bytes
+
+    cfg = small_config("blt")
+    for sub in ("patcher_config", "encoder_config", "decoder_config", "global_config"):
+        part = getattr(cfg, sub)
+        assert (part.hidden_size, part.num_hidden_layers) == (SMALL["hidden"], SMALL["layers"]), sub
+    assert weight_bytes(build_model(cfg, device="meta"))["total"] < 16 * 2**20
 
 
 def test_zero_initialised_matrices_get_random_values() -> None:
