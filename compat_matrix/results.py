@@ -50,9 +50,9 @@ def parse_junit(path: Path) -> SuiteCounts:
     return SuiteCounts(passed=total - failures - errors - skipped, failed=failures + errors, skipped=skipped)
 
 
-def parse_junit_cases(path: Path, classname_prefix: str) -> SuiteCounts:
+def parse_junit_cases(path: Path, classname_prefix: str | tuple[str, ...]) -> SuiteCounts:
     """Counts of the test cases whose classname starts with ``classname_prefix``
-    (``tests.adapter.test_hf_``: the transformers model tests)."""
+    (one prefix or several: the transformers model tests)."""
     passed = failed = skipped = 0
     for case in ET.parse(path).getroot().iter("testcase"):
         if not case.get("classname", "").startswith(classname_prefix):

@@ -31,8 +31,9 @@ MATRIX_ENV = "SPYRE_MATRIX_RUN"
 _TAIL_LINES = 60  # lines of pytest output kept for a crash report
 
 
-#: JUnit classnames of the transformers model tests (the `hf` extra).
-MODEL_TESTS = "tests.adapter.test_hf_"
+#: JUnit classname prefixes of the transformers model tests (the `hf` extra): the
+#: model runs and the family sweep's sample, where the test layout puts them.
+MODEL_TESTS = ("tests.adapter.zoo.test_hf", "tests.adapter.zoo.test_sweep")
 
 
 def installed_version(distribution: str) -> str | None:

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from spyre_matrix.results import (
-    SuiteCounts,
-    load_results,
-    make_result,
-    parse_junit,
-    parse_junit_cases,
-    validate_result,
-    write_result,
-)
-from spyre_matrix.runner import installed_torch, installed_version, run_compat
+from spyre_matrix.results import (SuiteCounts, load_results, make_result, parse_junit, parse_junit_cases,
+                                  validate_result, write_result)
+from spyre_matrix.runner import MODEL_TESTS, installed_torch, installed_version, run_compat
 
 JUNIT_SUITES = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites name="pytest tests">
@@ -38,12 +31,19 @@ def test_parse_junit_testsuites_root(tmp_path: Path) -> None:
 def test_model_tests_are_counted_by_module(tmp_path: Path) -> None:
     path = tmp_path / "junit.xml"
     path.write_text("""<testsuites><testsuite tests="4">
-      <testcase classname="tests.adapter.test_hf_models" name="a"/>
-      <testcase classname="tests.adapter.test_hf_sweep" name="b"><failure message="x"/></testcase>
-      <testcase classname="tests.adapter.test_hf_models" name="c"><skipped message="transformers"/></testcase>
-      <testcase classname="tests.adapter.test_device" name="d"/>
+      <testcase classname="tests.adapter.zoo.test_hf" name="a"/>
+      <testcase classname="tests.adapter.zoo.test_sweep" name="b"><failure message="x"/></testcase>
+      <testcase classname="tests.adapter.zoo.test_hf" name="c"><skipped message="transformers"/></testcase>
+      <testcase classname="tests.adapter.backend.test_device" name="d"/>
     </testsuite></testsuites>""")
-    assert parse_junit_cases(path, "tests.adapter.test_hf_") == SuiteCounts(passed=1, failed=1, skipped=1)
+    assert parse_junit_cases(path, MODEL_TESTS) == SuiteCounts(passed=1, failed=1, skipped=1)
+
+
+def test_the_model_test_prefixes_name_test_files_that_exist() -> None:
+    """The layout moved the model tests once and the matrix counted none of them."""
+    root = Path(__file__).parents[2]
+    for prefix in MODEL_TESTS:
+        assert (root / (prefix.replace(".", "/") + ".py")).is_file(), prefix
 
 
 def test_parse_junit_bare_testsuite_root(tmp_path: Path) -> None:
