@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -32,6 +31,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 
 from spyre_adapter.backend.report import format_bytes
 from spyre_adapter.backend.session import current
+from spyre_adapter.harness.rank_exit import finish
 from spyre_adapter.zoo.config import TP_FAMILIES, TP_SIZES
 from spyre_adapter.zoo.hf import (DTYPES, HFOptions, StepRecorder, _compare, _phase, _recording, build_model, greedy,
                                   make_config, weight_bytes)
@@ -194,13 +194,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # The process group is destroyed and the result written: leave without the
-    # interpreter's teardown, where a collective library's thread still being
-    # joined aborted a rank now and then ("terminate called without an active
-    # exception", SIGABRT), failing a run that had finished.
-    if code != 0:
-        sys.exit(code)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    finish(main())

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 import spyre_adapter
+from spyre_adapter.harness.rank_exit import finish
 
 spyre_adapter.register()
 
@@ -149,11 +149,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    # Results are written and the group destroyed: skip the interpreter's
-    # teardown (a collective library's thread being joined there can abort a rank).
-    if code != 0:
-        sys.exit(code)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    finish(main())
