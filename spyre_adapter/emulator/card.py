@@ -18,11 +18,14 @@ from spyre_shims.ops import torch_dtype
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Lx
 
-__all__ = ["HELD", "VIEW_CACHE_SIZE", "INTS", "Card", "Where", "where_of", "core_range", "core_view", "byte_dims",
+__all__ = ["HELD", "STALE", "VIEW_CACHE_SIZE", "INTS", "Card", "Where", "where_of", "core_range", "core_view", "byte_dims",
            "bits"]
 
 #: The stamp of LX bytes an earlier kernel left for a later one.
 HELD = 255
+#: The stamp of bytes written in this launch under an allocation that has since
+#: ended: the allocation now holding them has not written them yet.
+STALE = 254
 #: Card views kept for reuse (cleared when full).
 VIEW_CACHE_SIZE = 1 << 16
 
@@ -56,10 +59,10 @@ class Card:
         """Start a checked launch: a new stamp; bytes stamped earlier become
         unreadable. Unchecked launches read no stamps and take none: the
         wrap-around below rewrites every core's stamps (tens of ms), which a
-        decode loop of unchecked launches would otherwise pay every 254 launches."""
+        decode loop of unchecked launches would otherwise pay every 253 launches."""
         self.epoch += 1
-        if self.epoch >= HELD:
-            # every stamp but HELD restarts at 0: HELD - 1 and below clamp to
+        if self.epoch >= STALE:
+            # every stamp but HELD restarts at 0: HELD - 1 (STALE) and below clamp to
             # HELD - 1 and become 0, HELD becomes 1 and then HELD again (three
             # in-place passes; a mask of the 64 MB took 9x longer)
             self.stamp.clamp_(min=HELD - 1).sub_(HELD - 1).mul_(HELD)

@@ -31,7 +31,8 @@ from spyre_adapter.emulator.card import Card
 from spyre_adapter.emulator.lx_state import LxState
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
-from spyre_adapter.model.program import Lx, Program
+from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
+from spyre_adapter.model.program import Lx, Program, itemsize
 from spyre_adapter.model.rules import buffer_dtypes, overlaps
 
 __all__ = ["Execution", "Item"]
@@ -44,7 +45,8 @@ class Execution:
     """One launch of one program."""
 
     def __init__(self, p: Program, card: Card, buffers: MutableMapping[str, torch.Tensor],
-                 sizes: Mapping[sympy.Symbol, int], checking: bool, pe_threads: int = 1) -> None:
+                 sizes: Mapping[sympy.Symbol, int], checking: bool, pe_threads: int = 1,
+                 order: Order | None = None) -> None:
         self.p, self.card, self.buffers, self.checking = p, card, buffers, checking
         self.m = card.machine
         self.sizes = dict(sizes)
@@ -54,10 +56,11 @@ class Execution:
         self.mailbox: dict[tuple[int, int], torch.Tensor] = {}
         #: DRAM bytes of data-dependent transfers by (core, step)
         self.dynamic_bytes: dict[tuple[int, int], int] = {}
-        #: data-dependent DRAM writes by buffer: (core, barrier epoch, element indices)
+        #: data-dependent DRAM accesses by buffer: (core, step, element indices)
         self.dyn_writes: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
         self.dyn_reads: dict[str, list[tuple[int, int, torch.Tensor]]] = defaultdict(list)
-        self.core_epoch: dict[int, int] = defaultdict(int)
+        #: which steps of different cores the program orders (checked launches)
+        self.order = order if order is not None or not checking else order_of(p)
         #: the steps executed so far, as replayable thunks (an unchecked recording launch)
         self.record: list[rp.Thunk] | None = None
         self.pe_threads = pe_threads
@@ -79,10 +82,6 @@ class Execution:
         sizes = dict(self.sizes)
         sizes.update({sidx.index_symbol(k): v for k, v in bind})
         return Tile(kernel, ins.box, sizes, red=red, batch_starts=starts)
-
-    def epoch_of(self, core: int) -> int:
-        """Barriers ``core`` has passed so far."""
-        return self.core_epoch.get(core, 0)
 
     def take(self, key: tuple[int, int]) -> torch.Tensor:
         """The ring message ``key`` (tag, receiving core), removed from the mailbox."""
@@ -120,7 +119,6 @@ class Execution:
             for t in released:
                 for c in waiting.pop(t):
                     pcs[c] += 1
-                    self.core_epoch[c] += 1
             if not runnable and not released:
                 stuck = ", ".join(f"core {c} at step {pc} ({isa.describe(streams[c][pc], self.p.bodies)[0]})"
                                   for c, pc in list(pcs.items())[:4])
@@ -142,11 +140,31 @@ class Execution:
                     self.record.append(thunk)
                     thunk(self)
         else:
+            starts = self._allocation_starts() if self.checking else {}
             for group in self.rounds(self.mailbox):
+                for c, pc, _ in group if starts else ():
+                    pending = starts.get(c)
+                    while pending and pending[-1][0] <= pc:
+                        _, addr, nbytes = pending.pop()
+                        self.lx.reassign(c, addr, nbytes)
                 steps.run(self, group)
         self.check_mailbox()
         if self.checking:
             self.dynamic_races()
+
+    def _allocation_starts(self) -> dict[int, list[tuple[int, int, int]]]:
+        """Per core, the allocations that start after its first step, last first:
+        (step, address, bytes). Bytes an allocation takes over hold nothing for it
+        (those holding what an earlier kernel left are not reassigned)."""
+        out: dict[int, list[tuple[int, int, int]]] = {}
+        held = [(r.core, r.addr, r.addr + (r.hi - r.lo) * itemsize(r.dtype)) for r in self.p.lx_in]
+        for c in self.p.cores:
+            keep = [(lo, hi) for core, lo, hi in held if core == c.core]
+            later = sorted(((a.first, a.addr, a.nbytes) for a in c.allocs if a.first > 0
+                            and not any(lo < a.addr + a.nbytes and a.addr < hi for lo, hi in keep)), reverse=True)
+            if later:
+                out[c.core] = later
+        return out
 
     def levelled(self) -> list[list[Item]]:
         """The program's steps regrouped by dependence level (see :mod:`.regroup`),
@@ -161,7 +179,6 @@ class Execution:
                 elif sync == "recv":
                     inbox.discard((ins.tag, c))
             order.extend(group)
-        self.core_epoch.clear()
         numels = {k: v.numel() for k, v in self.buffers.items()}
         lvls = regroup.levels(order, self.p.bodies, self.m, numels, regroup.aliasing(self.buffers), self.direct)
         return regroup.regroup(order, lvls, lambda item: steps.level_key(self, item),
@@ -181,14 +198,42 @@ class Execution:
             raise self.fail("ring send without receive", peer, -1, "ring", f"#{tag} sent to core {peer}, never received")
 
     def dynamic_races(self) -> None:
-        """No two cores scattered to the same DRAM bytes between the same barriers."""
+        """No data-dependent DRAM access (a gather or a scatter) of one core
+        touches an element another core scatters to without an order between
+        them (:mod:`spyre_adapter.model.ordering`)."""
+        assert self.order is not None
         for buf, writes in self.dyn_writes.items():
-            isz = self.dram(buf).element_size()
-            by_epoch: dict[int, list] = defaultdict(list)
-            for core, epoch, idx in writes:
-                by_epoch[epoch].append((core, idx * isz, idx * isz + isz - 1))
-            for epoch, items in by_epoch.items():
-                hit = overlaps(items) if len({c for c, _, _ in items}) > 1 else None
-                if hit:
-                    raise self.fail("cross-core write conflict", hit[1], -1, buf,
-                                    f"cores {hit[0]} and {hit[1]} both scatter to byte {hit[2]}")
+            accs = [(c, s, True, idx) for c, s, idx in writes] + [(c, s, False, idx) for c, s, idx in self.dyn_reads.get(buf, ())]
+            if len({a[0] for a in accs}) < 2:
+                continue
+            blocks: dict[tuple[int, int], list] = defaultdict(list)
+            for a in accs:
+                blocks[(a[0], self.order.segment_of(a[0], a[1]))].append(a)
+            keys = list(blocks)
+            groups, pairs = concurrent_sets(self.order, keys, [any(a[2] for a in blocks[k]) for k in keys])
+            for members in groups:
+                ws = [a for k in members for a in blocks[keys[k]] if a[2]]
+                self._dyn_conflict(buf, ws, ws)
+                rs = [a for k in members for a in blocks[keys[k]] if not a[2]]
+                if rs:
+                    self._dyn_conflict(buf, rs, ws)
+            for i, j in pairs:
+                x, y = blocks[keys[i]], blocks[keys[j]]
+                self._dyn_conflict(buf, [a for a in x if a[2]], y)
+                self._dyn_conflict(buf, [a for a in y if a[2]], [a for a in x if not a[2]])
+
+    def _dyn_conflict(self, buf: str, xs: list, ys: list) -> None:
+        """The first element an access of ``xs`` and one of another core in ``ys`` both touch, as an error."""
+        items = [(k, a[3], a[3]) for k, a in enumerate(xs + ys)]
+        cores = [a[0] for a in xs + ys]
+        n = len(xs)
+        for k, x in enumerate(xs):
+            others = [items[n + j] for j, y in enumerate(ys) if y[0] != x[0] and (x[2] or y[2])]
+            hit = overlaps([items[k]] + others) if others else None
+            if hit:
+                a, b = (xs + ys)[hit[0]], (xs + ys)[hit[1]]
+                what = "both scatter to" if a[2] and b[2] else "one gathers what the other scatters to at"
+                raise self.fail("cross-core write conflict" if a[2] and b[2] else "unordered DRAM access",
+                                cores[hit[1]], b[1], buf,
+                                f"{what} element {hit[2]}: {self.order.describe(a[0], a[1])} and "
+                                f"{self.order.describe(b[0], b[1])} are not ordered by any barrier or ring message")

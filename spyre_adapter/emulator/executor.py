@@ -12,9 +12,10 @@ What is checked, each violation an :class:`EmulatorError` naming the kernel,
 core, step and buffer: LX views inside the usable capacity and aligned; DMA
 LX addresses on stick boundaries; DMA regions inside their tensor; per-core
 span of each tensor; reads of unwritten LX; two cores writing the same DRAM
-bytes, or parts of one stick, between the same barriers; a core reading DRAM
-another core writes between the same barriers; ring transfers without a
-partner; barriers some core never reaches.
+bytes, or parts of one stick, or one reading what another writes, without an
+order between them (matched barrier tags and ring messages:
+:mod:`spyre_adapter.model.ordering`), for strided and data-dependent transfers
+alike; ring transfers without a partner; barriers some core never reaches.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from spyre_adapter.emulator.card import HELD, Card
 from spyre_adapter.emulator.execution import Execution
 from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.ordering import order_of
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.rules import static_check
 
@@ -76,10 +78,11 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
     intra-op threads of large PE steps (see :func:`.replay.matmul`); an unchecked launch
     given ``replay`` records its steps there, or replays them once recorded."""
     bufs = _with_workspace(p, buffers)
-    peaks = static_check(p, card.machine, {k: v.numel() for k, v in bufs.items()}) if checking else {}
+    order = order_of(p) if checking else None
+    peaks = static_check(p, card.machine, {k: v.numel() for k, v in bufs.items()}, order) if checking else {}
     epoch = card.new_launch() if checking else card.epoch
     _take_held(p, card, checking, epoch)
-    ex = Execution(p, card, bufs, sizes or {}, checking, pe_threads)
+    ex = Execution(p, card, bufs, sizes or {}, checking, pe_threads, order)
     aliased = regroup.aliasing(bufs) if replay is not None and not checking else frozenset()
     if replay is not None and not checking and replay.ready(card, aliased):
         ex.replay(replay.thunks or ())

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import torch
 
-from spyre_adapter.emulator.card import HELD, Card, Where, core_range
+from spyre_adapter.emulator.card import HELD, STALE, Card, Where, core_range
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.program import Lx
 
@@ -51,9 +51,21 @@ class LxState:
         held = int(st.amax()) == HELD
         bad = (~ok).nonzero()[0].tolist()
         core = core_range(where)[bad[0]] if not isinstance(where, int) else where
+        if bool((st == STALE).any()) and not held:
+            raise EmulatorError("read of a reassigned allocation", self.kernel, core, step, name,
+                                f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr} was written "
+                                "under an allocation that has ended; the allocation holding it now never wrote it")
         raise EmulatorError("read of unwritten LX", self.kernel, core, step, name,
                             f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr}"
                             + (" holds another kernel's data" if held else " was never written in this launch"))
+
+    def reassign(self, core: int, addr: int, nbytes: int) -> None:
+        """An allocation starts on ``core`` over ``nbytes`` at ``addr``: what this
+        launch wrote there before belongs to an allocation that has ended."""
+        if not self.checking or nbytes <= 0:
+            return
+        st = self.card.stamp[core, addr:addr + nbytes]
+        st.masked_fill_(st == self.epoch, STALE)
 
     def mark(self, where: Where, lx: Lx) -> None:
         """Stamp ``lx``'s bytes as written now (it must not overwrite data held for a later kernel)."""

@@ -192,7 +192,7 @@ def _dma_gather(ex: Execution, core: int, step: int, ins: DmaGather) -> None:
     st = ex.card.element_stamps(core, ins.dst).reshape(dst.numel(), -1)
     st[live] = ex.lx.epoch
     if ex.checking:
-        ex.dyn_reads[ins.buffer].append((core, ex.epoch_of(core), idx[live]))
+        ex.dyn_reads[ins.buffer].append((core, step, idx[live]))
 
 
 def _dma_scatter(ex: Execution, core: int, step: int, ins: DmaScatter) -> None:
@@ -201,7 +201,7 @@ def _dma_scatter(ex: Execution, core: int, step: int, ins: DmaScatter) -> None:
     src = ex.lx.view(core, ins.src).reshape(-1)
     ex.dram(ins.buffer).index_put_((idx[live],), src[live], accumulate=ins.accumulate)
     if ex.checking and not ins.accumulate:
-        ex.dyn_writes[ins.buffer].append((core, ex.epoch_of(core), idx[live]))
+        ex.dyn_writes[ins.buffer].append((core, step, idx[live]))
 
 
 def _strided_pool_key(ex: Execution, item: Item) -> Hashable | None:

@@ -30,6 +30,7 @@ import functools
 import json
 import math
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal, Union
 
 import torch
@@ -292,6 +293,22 @@ class CoreProgram:
     core: int
     instrs: tuple[Instruction, ...]
     allocs: tuple[Alloc, ...] = ()
+
+    def spliced(self, at: int, remove: int = 0, insert: Sequence[Instruction] = ()) -> CoreProgram:
+        """The stream with ``remove`` steps from ``at`` replaced by ``insert``, its
+        allocation table's step ranges moved to match (an allocation whose steps
+        were all removed keeps the step where they were)."""
+        shift = len(insert) - remove
+
+        def moved(i: int) -> int:
+            if i < at:
+                return i
+            return max(at, i + shift) if i < at + remove else i + shift
+
+        allocs = tuple(dataclasses.replace(a, first=moved(a.first) if a.first >= 0 else a.first,
+                                           last=moved(a.last) if a.last >= 0 else a.last) for a in self.allocs)
+        return dataclasses.replace(self, instrs=self.instrs[:at] + tuple(insert) + self.instrs[at + remove:],
+                                   allocs=allocs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,9 @@ program itself (its instructions, not what a planner declares): LX views inside
 the usable capacity and aligned, DMA LX addresses on stick boundaries, DMA
 regions inside their tensor, each core's span of each tensor, and no two cores
 writing the same DRAM bytes (or parts of one stick), or one reading what
-another writes, between the same barriers.
+another writes, without an order between them: the happens-before order of
+matched barrier tags and ring messages (:mod:`.ordering`), not a count of
+barriers.
 
 The scheduler uses them to pass over divisions that break a rule; the emulator
 enforces them before it runs a program."""
@@ -18,7 +20,8 @@ import torch
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Instruction, Lx, Program, Region, itemsize
+from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
+from spyre_adapter.model.program import CoreProgram, Instruction, Lx, Program, Region, itemsize
 from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
@@ -32,6 +35,11 @@ def buffer_dtypes(p: Program) -> dict[str, str]:
     return out
 
 
+#: A strided DMA's DRAM access as the race rule sees it: (core, step, kind, region),
+#: kind "r" a load, "w" a store, "a" an accumulating store (adds atomically).
+Access = tuple[int, int, str, Region]
+
+
 class _StaticChecks:
     """The static rules of one program, step by step: what every view obeys here,
     what a step type adds through its record (:meth:`spyre_adapter.model.isa.Step.check`)."""
@@ -39,10 +47,9 @@ class _StaticChecks:
     def __init__(self, p: Program, m: Machine, numels: Mapping[str, int]) -> None:
         self.p, self.m, self.numels = p, m, numels
         self.dtypes = buffer_dtypes(p)
-        self.core = self.step = self.epoch = 0
+        self.core = self.step = 0
         self.spans: dict[tuple[int, str], list[int]] = {}
-        self.stores: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)  # buffer -> (core, epoch, region)
-        self.loads: dict[str, list[tuple[int, int, Region]]] = defaultdict(list)
+        self.accesses: dict[str, list[Access]] = defaultdict(list)
 
     def fail(self, kind: str, buffer: str, detail: str) -> EmulatorError:
         return EmulatorError(kind, self.p.name, self.core, self.step, buffer, detail)
@@ -82,37 +89,76 @@ class _StaticChecks:
         if r.numel:
             sp = self.spans.setdefault((self.core, r.buffer), [lo, hi])
             sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
-            if not write:
-                self.loads[r.buffer].append((self.core, self.epoch, r))
-            elif not accumulate:  # accumulating stores add atomically
-                self.stores[r.buffer].append((self.core, self.epoch, r))
+            self.accesses[r.buffer].append((self.core, self.step, "a" if accumulate else "w" if write else "r", r))
 
 
-def static_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int, int]:
+class _Allocations:
+    """A core's allocation table held to its instructions: no two allocations
+    live at the same step share a byte, and every LX view a step names lies
+    inside one allocation live at that step (a step reaching into bytes its
+    allocation does not own reads or overwrites someone else's data)."""
+
+    def __init__(self, p: Program, c: CoreProgram) -> None:
+        self.p, self.core = p, c.core
+        last = len(c.instrs) - 1
+        self.allocs = [(a, max(a.first, 0), last if a.last < 0 else a.last) for a in c.allocs]
+        by_addr = sorted(self.allocs, key=lambda t: t[0].addr)
+        for k, (a, f, l_) in enumerate(by_addr):
+            for b, f2, l2 in by_addr[k + 1:]:
+                if b.addr >= a.addr + a.nbytes:
+                    break
+                if f <= l2 and f2 <= l_:
+                    raise EmulatorError("overlapping allocations", p.name, c.core, max(f, f2), a.name,
+                                        f"{a.name} ({a.addr:#x}+{a.nbytes} B, steps {f}-{l_}) and {b.name} "
+                                        f"({b.addr:#x}+{b.nbytes} B, steps {f2}-{l2}) are live at once on shared bytes")
+        self._holders: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def check(self, step: int, ins: Instruction) -> None:
+        for v in isa.views(ins):
+            if v.numel == 0:
+                continue
+            lo, hi = v.byte_range()
+            spans = self._holders.get((lo, hi))
+            if spans is None:
+                spans = self._holders[(lo, hi)] = [(f, l_) for a, f, l_ in self.allocs
+                                                   if a.addr <= lo and hi <= a.addr + a.nbytes]
+            if not any(f <= step <= l_ for f, l_ in spans):
+                where = [a.name for a, f, l_ in self.allocs if a.addr < hi and lo < a.addr + a.nbytes and f <= step <= l_]
+                raise EmulatorError("LX access outside its allocation", self.p.name, self.core, step,
+                                    isa.buffer_of(self.p, ins, v),
+                                    f"LX bytes {lo:#x}..{hi:#x} are not inside one allocation live at this step"
+                                    + (f" (they reach into {', '.join(where)})" if where else ""))
+
+
+def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order | None = None) -> dict[int, int]:
     """The data-independent rules of a program; returns each core's LX peak
     (the highest byte its instructions touch). ``numels``: elements of every
-    DRAM buffer the program addresses."""
+    DRAM buffer the program addresses; ``order``: the program's happens-before
+    order, when the caller has it already."""
+    order = order_of(p) if order is None else order
     c_ = _StaticChecks(p, m, numels)
     peaks: dict[int, int] = {}
     held = {(r.core, r.addr, r.addr + (r.hi - r.lo) * itemsize(r.dtype)) for r in p.lx_in}
     for c in p.cores:
-        c_.core, c_.epoch = c.core, 0
+        c_.core = c.core
         peak = max((hi for core, lo, hi in held if core == c.core), default=0)
+        live = _Allocations(p, c) if c.allocs else None
         for step, ins in enumerate(c.instrs):
             c_.step = step
             rec = isa.step(ins)
             if rec.sync == "barrier":
-                c_.epoch += 1
                 continue
             peak = max(peak, c_.views(ins))
             rec.check(ins, c_)
+            if live is not None:
+                live.check(step, ins)
         peaks[c.core] = peak
     for (core, buf), (lo, hi) in c_.spans.items():
         nbytes = (hi - lo + 1) * itemsize(c_.dtypes[buf])
         if nbytes > m.span_bytes_per_core:
             raise EmulatorError("per-core span exceeded", p.name, core, -1, buf,
                                 f"{nbytes} B > {m.span_bytes_per_core} B")
-    _check_dram_races(p, m, c_.stores, c_.loads, c_.dtypes)
+    _check_dram_races(p, m, order, c_.accesses, c_.dtypes)
     return peaks
 
 
@@ -154,44 +200,134 @@ def _bound(r: Region, isz: int, unit: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor([lo * isz // unit]), torch.tensor([((hi + 1) * isz - 1) // unit])
 
 
-def _check_dram_races(p: Program, m: Machine, stores: dict, loads: dict, dtypes: dict[str, str]) -> None:
-    # Exact intervals are only built where the regions' spans meet: a large
-    # strided region has one interval per run, and most divisions give the
-    # cores disjoint spans (planning checks every candidate it builds).
-    for buf, items in stores.items():
-        isz = itemsize(dtypes[buf])
-        exact_of: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+class _Races:
+    """The DRAM race rule over one buffer's strided accesses: two accesses of
+    different cores that overlap, at least one a write (two atomic adds excepted),
+    and that the program's synchronisation leaves unordered.
 
-        def exact(r: Region) -> tuple[torch.Tensor, torch.Tensor]:
-            if id(r) not in exact_of:
-                exact_of[id(r)] = _byte_intervals(r, isz)
-            return exact_of[id(r)]
+    Accesses are grouped by (core, segment). Segments with the same vector
+    clock are pairwise concurrent (a barrier every core holds gives such
+    classes), so one interval sweep per class finds their conflicts; segments
+    of different classes are compared pair by pair where the order leaves them
+    concurrent and their bounds meet."""
 
-        by_epoch: dict[int, list] = defaultdict(list)
-        for core, epoch, r in items:
-            by_epoch[epoch].append((core, r))
-        for epoch, rs in by_epoch.items():
-            if len({c for c, _ in rs}) < 2 or overlaps([(c, *_bound(r, isz, m.stick_bytes)) for c, r in rs]) is None:
-                continue
-            spans = [(c, *exact(r)) for c, r in rs]
-            hit = overlaps(spans)
+    def __init__(self, p: Program, m: Machine, order: Order, buf: str, isz: int) -> None:
+        self.p, self.m, self.order, self.buf, self.isz = p, m, order, buf, isz
+        self._exact: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def exact(self, r: Region) -> tuple[torch.Tensor, torch.Tensor]:
+        if id(r) not in self._exact:
+            self._exact[id(r)] = _byte_intervals(r, self.isz)
+        return self._exact[id(r)]
+
+    def bound(self, rs: list[Access]) -> tuple[int, int]:
+        lo = min(r.bounds()[0] for *_, r in rs)
+        hi = max(r.bounds()[1] for *_, r in rs)
+        return lo * self.isz, (hi + 1) * self.isz - 1
+
+    def sweep(self, xs: list[Access], ys: list[Access]) -> tuple[Access, Access, int] | None:
+        """The first byte an access of ``xs`` and one of ``ys`` both touch (None: none)."""
+        if not xs or not ys:
+            return None
+        (xl, xh), (yl, yh) = self.bound(xs), self.bound(ys)
+        if xh < yl or yh < xl:
+            return None
+        hit = overlaps([(0, *self.exact(a[3])) for a in xs] + [(1, *self.exact(a[3])) for a in ys])
+        if hit is None:
+            return None
+        byte = hit[2]
+        return self.holding(xs, byte), self.holding(ys, byte), byte
+
+    def holding(self, accs: list[Access], byte: int) -> Access:
+        """The access of ``accs`` that touches ``byte``."""
+        for a in accs:
+            f, l_ = self.exact(a[3])
+            if bool(((f <= byte) & (l_ >= byte)).any()):
+                return a
+        return accs[0]
+
+    def fail(self, kind: str, a: Access, b: Access, byte: int, what: str) -> EmulatorError:
+        o = self.order
+        return EmulatorError(kind, self.p.name, b[0], b[1], self.buf,
+                             f"{what} byte {byte}: {o.describe(a[0], a[1])} and {o.describe(b[0], b[1])} "
+                             "are not ordered by any barrier or ring message")
+
+    def pair(self, x: list[Access], y: list[Access]) -> None:
+        """Conflicts between the accesses of two concurrent segments of different cores."""
+        by = {k: [a for a in x if a[2] == k] for k in "rwa"}, {k: [a for a in y if a[2] == k] for k in "rwa"}
+        for (xs, ys, kind, what) in (
+                (by[0]["w"], by[1]["w"] + by[1]["a"], "cross-core write conflict", "both write"),
+                (by[0]["a"], by[1]["w"], "cross-core write conflict", "both write"),
+                (by[0]["r"], by[1]["w"] + by[1]["a"], "unordered DRAM access", "one reads what the other writes at"),
+                (by[0]["w"] + by[0]["a"], by[1]["r"], "unordered DRAM access", "one writes what the other reads at")):
+            hit = self.sweep(xs, ys)
             if hit:
-                raise EmulatorError("cross-core write conflict", p.name, hit[1], -1, buf,
-                                    f"cores {hit[0]} and {hit[1]} both write byte {hit[2]} between the same barriers")
-            sticks = [(c, f // m.stick_bytes, l_ // m.stick_bytes) for c, f, l_ in spans]
-            hit = overlaps(sticks)
+                raise self.fail(kind, hit[0], hit[1], hit[2], what)
+        self.sticks(by[0]["w"], by[1]["w"])
+
+    def sticks(self, xs: list[Access], ys: list[Access]) -> None:
+        """Two concurrent stores of different cores must not share a stick: the DMA writes whole sticks."""
+        if not xs or not ys:
+            return
+        st = self.m.stick_bytes
+        (xl, xh), (yl, yh) = self.bound(xs), self.bound(ys)
+        if xh // st < yl // st or yh // st < xl // st:
+            return
+        hit = overlaps([(0, f // st, l_ // st) for f, l_ in (self.exact(a[3]) for a in xs)]
+                       + [(1, f // st, l_ // st) for f, l_ in (self.exact(a[3]) for a in ys)])
+        if hit:
+            raise EmulatorError("misaligned sticks", self.p.name, ys[0][0], ys[0][1], self.buf,
+                                f"cores {xs[0][0]} and {ys[0][0]} write parts of stick {hit[2]} without an order "
+                                "between them: a core's share must be whole sticks")
+
+    def check(self, accesses: list[Access]) -> None:
+        blocks: dict[tuple[int, int], list[Access]] = defaultdict(list)
+        for a in accesses:
+            blocks[(a[0], self.order.segment_of(a[0], a[1]))].append(a)
+        keys = list(blocks)
+        groups, pairs = concurrent_sets(self.order, keys, [any(a[2] != "r" for a in blocks[k]) for k in keys])
+        for members in groups:
+            if len(members) > 1:
+                self.within([blocks[keys[k]] for k in members])
+        for i, j in pairs:
+            self.pair(blocks[keys[i]], blocks[keys[j]])
+
+    def within(self, segs: list[list[Access]]) -> None:
+        """Conflicts among concurrent segments of different cores (one per core)."""
+        stores = [a for s in segs for a in s if a[2] == "w"]
+        if len({a[0] for a in stores}) > 1:
+            items = [(a[0], *self.exact(a[3])) for a in stores]
+            if overlaps([(a[0], *_bound(a[3], self.isz, self.m.stick_bytes)) for a in stores]) is not None:
+                hit = overlaps(items)
+                if hit:
+                    byte = hit[2]
+                    a = self.holding([s for s in stores if s[0] == hit[0]], byte)
+                    b = self.holding([s for s in stores if s[0] == hit[1]], byte)
+                    raise self.fail("cross-core write conflict", a, b, byte, "both write")
+                sticks = overlaps([(c, f // self.m.stick_bytes, l_ // self.m.stick_bytes) for c, f, l_ in items])
+                if sticks:
+                    raise EmulatorError("misaligned sticks", self.p.name, sticks[1], -1, self.buf,
+                                        f"cores {sticks[0]} and {sticks[1]} write parts of stick {sticks[2]} "
+                                        "without an order between them: a core's share must be whole sticks")
+        for k, seg in enumerate(segs):
+            if any(a[2] != "w" for a in seg):
+                others = [a for s2 in segs[:k] + segs[k + 1:] for a in s2]
+                self.pair_one_sided(seg, others)
+
+    def pair_one_sided(self, x: list[Access], others: list[Access]) -> None:
+        """Conflicts of one segment's loads and atomic adds with the other cores' accesses."""
+        xr, xa = [a for a in x if a[2] == "r"], [a for a in x if a[2] == "a"]
+        ow = [a for a in others if a[2] == "w"]
+        owa = ow + [a for a in others if a[2] == "a"]
+        for xs, ys, kind, what in ((xr, owa, "unordered DRAM access", "one reads what the other writes at"),
+                                   (xa, ow, "cross-core write conflict", "both write")):
+            hit = self.sweep(xs, ys)
             if hit:
-                raise EmulatorError("misaligned sticks", p.name, hit[1], -1, buf,
-                                    f"cores {hit[0]} and {hit[1]} write parts of stick {hit[2]}: "
-                                    "a core's share must be whole sticks")
-        for core, epoch, r in loads.get(buf, ()):
-            others = [(c, r2) for c, r2 in by_epoch.get(epoch, ()) if c != core]
-            if not others or overlaps([(core, *_bound(r, isz, 1))] + [(c, *_bound(r2, isz, 1)) for c, r2 in others]) is None:
-                continue
-            hit = overlaps([(core, *exact(r))] + [(c, *exact(r2)) for c, r2 in others])
-            if hit:
-                raise EmulatorError("unordered DRAM access", p.name, core, -1, buf,
-                                    f"reads byte {hit[2]} that core {hit[0] if hit[0] != core else hit[1]} writes "
-                                    "between the same barriers (a barrier is missing)")
+                raise self.fail(kind, hit[1], hit[0], hit[2], what)
 
 
+def _check_dram_races(p: Program, m: Machine, order: Order, accesses: dict[str, list[Access]],
+                      dtypes: Mapping[str, str]) -> None:
+    for buf, accs in accesses.items():
+        if any(a[2] != "r" for a in accs) and len({a[0] for a in accs}) > 1:
+            _Races(p, m, order, buf, itemsize(dtypes[buf])).check(accs)

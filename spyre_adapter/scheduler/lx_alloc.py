@@ -132,13 +132,14 @@ def allocate(instrs: Sequence[Any], capacity: int, align: int,
     starts: dict[int, list[Slot]] = {}
     ends: dict[int, list[Slot]] = {}
     arena = Arena(capacity, align, reserved)
+    table: list[Alloc] = []
     for s in slots.values():
         if s.fixed:
             arena.place(s.addr, s.addr + s.nbytes)
+            table.append(Alloc(s.name, s.addr, s.nbytes, s.first, min(max(s.last, s.hold_until), len(instrs) - 1)))
             continue
         starts.setdefault(s.first, []).append(s)
         ends.setdefault(max(s.last, s.hold_until), []).append(s)
-    table: list[Alloc] = []
     for i in range(len(instrs)):
         for s in sorted(starts.get(i, ()), key=lambda s: -s.nbytes):
             s.addr = arena.take(s.nbytes)

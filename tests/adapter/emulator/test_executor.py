@@ -23,14 +23,10 @@ from spyre_adapter.scheduler.loops import Division, plan_group
 
 
 def _replace_instr(p, core, index, new):
+    """``p`` with step ``index`` of core ``core`` replaced by ``new`` (None: removed),
+    its allocation table kept in step with the stream."""
     cores = list(p.cores)
-    c = cores[core]
-    instrs = list(c.instrs)
-    if new is None:
-        del instrs[index]
-    else:
-        instrs[index] = new
-    cores[core] = dataclasses.replace(c, instrs=tuple(instrs))
+    cores[core] = cores[core].spliced(index, 1, () if new is None else (new,))
     return dataclasses.replace(p, cores=tuple(cores))
 
 
@@ -92,8 +88,8 @@ def test_dropping_a_load_reads_unwritten_lx() -> None:
 @pytest.mark.parametrize("launches", [0, 600])
 def test_a_checked_launch_accepts_only_its_own_writes_after_many_launches(launches: int) -> None:
     """Unchecked launches take no stamp (a decode loop would otherwise rewrite
-    every core's stamps every 254 launches) and checked ones wrap around past
-    254: either way, a program whose load was dropped still reads unwritten LX,
+    every core's stamps every 253 launches) and checked ones wrap around past
+    253: either way, a program whose load was dropped still reads unwritten LX,
     though the same bytes were written by the launches before it."""
     g = K.add(64, 512)
     p = plan_group(g, DEFAULT, {}, "add", force=Division(1))
@@ -102,7 +98,7 @@ def test_a_checked_launch_accepts_only_its_own_writes_after_many_launches(launch
     execute(p, bufs, card, checking=True)
     for k in range(launches):
         execute(p, bufs, card, checking=k % 2 == 0, replay=None if k % 2 == 0 else replay)
-    assert card.epoch == 1 + launches // 2 - (254 if launches // 2 >= 254 else 0)
+    assert card.epoch == 1 + launches // 2 - (253 if launches // 2 >= 253 else 0)
     i, _ = _first(p, DmaLoad)
     with pytest.raises(EmulatorError, match="read of unwritten LX"):
         execute(_replace_instr(p, 0, i, None), K.buffers(g, 1), card, checking=True)
@@ -148,10 +144,11 @@ def test_cores_sharing_a_stick_is_misalignment() -> None:
     i0, st0 = [(i, x) for i, x in enumerate(p.cores[0].instrs) if isinstance(x, DmaStore)][-1]
     (n,) = st0.dst.sizes
     shorter = DmaStore(dataclasses.replace(st0.src, sizes=(n - 1,)), dataclasses.replace(st0.dst, sizes=(n - 1,)))
-    last = DmaStore(Lx(0, "float16", (1,), (0,)), Region("c", st0.dst.offset + n - 1, (1,), (0,)))
+    i1, st1 = [(i, x) for i, x in enumerate(p.cores[1].instrs) if isinstance(x, DmaStore)][-1]
+    last = DmaStore(Lx(st1.src.addr, "float16", (1,), (0,)), Region("c", st0.dst.offset + n - 1, (1,), (0,)))
     p = _replace_instr(p, 0, i0, shorter)
     cores = list(p.cores)
-    cores[1] = dataclasses.replace(cores[1], instrs=cores[1].instrs + (last,))
+    cores[1] = cores[1].spliced(i1, 0, (last,))  # right before its own store, from a word it stores
     with pytest.raises(EmulatorError, match="misaligned sticks.*write parts of stick"):
         static_check(dataclasses.replace(p, cores=tuple(cores)), DEFAULT, {"a": 64 * 128, "b": 64 * 128, "c": 64 * 128})
 
@@ -199,7 +196,11 @@ def test_a_missing_barrier_is_an_unordered_dram_access() -> None:
     assert p.plan.workspace == ("t",)
     got, want = K.run_program(p, g)
     K.assert_same(got, want, ["c"], atol=0, rtol=0)
-    cores = [dataclasses.replace(c, instrs=tuple(i for i in c.instrs if not isinstance(i, Barrier))) for c in p.cores]
+    cores = []
+    for c in p.cores:
+        for i in reversed([i for i, ins in enumerate(c.instrs) if isinstance(ins, Barrier)]):
+            c = c.spliced(i, 1)
+        cores.append(c)
     with pytest.raises(EmulatorError, match="unordered DRAM access"):
         K.run_program(dataclasses.replace(p, cores=tuple(cores)), g)
 
