@@ -171,6 +171,10 @@ class SpyreBackend(Backend):
         self._loaded[exe.name] = exe
         return exe
 
+    def executables(self) -> dict[str, Executable]:
+        """The kernels loaded so far, by name (the latest of each name)."""
+        return dict(self._loaded)
+
     def can_fuse(self, first: FusionCandidate, second: FusionCandidate, vertical: bool) -> bool:
         return default_can_fuse(first, second, vertical)
 

@@ -2,29 +2,29 @@
 
 * :func:`execute_row` runs a kernel's planned program on a fresh emulated card
   with every hardware check on, compares its outputs with the kernel's reference
-  semantics, and reports the LX peak the executed program reached; then runs it
+  semantics, and reports the LX peak the executed program reached (the card's
+  high-water mark of bytes the launch wrote, next to the static figure); then runs it
   as steady-state launches do (a recording launch, then a replay, on new inputs)
   and compares those too.
-* :func:`mutation_section` mutates the programs of a few real kernels (dropped
-  and shifted loads, swapped cores, missing barriers, shrunk allocations, early
-  stores, skipped K slices: :mod:`spyre_adapter.bench.mutants`) and counts the mutants
-  the emulator catches, by an error or by wrong numbers.
+* :func:`mutation_section` mutates the programs of real compiles and of planned
+  phased groups (:mod:`spyre_adapter.bench.mutants`, :mod:`.mutation_cases`) and
+  counts the mutants caught, by the checker's error or by outputs farther from
+  CPU eager than the unmutated programs' (:mod:`.mutation_runs`).
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from spyre_shims import kernel_ir as kir
 from spyre_shims.ops import torch_dtype
-from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from spyre_adapter.backend.spyre import plan
-from spyre_adapter.bench.mutants import OPERATORS, judge, mutants, reference_run
+from spyre_adapter.bench.mutants import reference_run
+from spyre_adapter.bench.mutation_cases import function_cases, kernel_cases
+from spyre_adapter.bench.mutation_runs import rule_self_test, run_all, summary
 from spyre_adapter.emulator import Card, Replay, execute
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
@@ -68,7 +68,8 @@ def execute_row(kernel: kir.Kernel, m: Machine, atol: float = 5e-2, rtol: float 
         want = reference_run(kernel, inputs)
         bufs = {k: v.clone() for k, v in inputs.items()}
         try:
-            stats = execute(p, bufs, card, checking=seed == 0, replay=None if seed == 0 else replay)
+            stats = execute(p, bufs, card, checking=seed == 0, replay=None if seed == 0 else replay,
+                            measure_peak=seed == 0)
         except EmulatorError as exc:
             if seed == 0:
                 return {"executed": False, "error": str(exc)[:300]}
@@ -82,51 +83,22 @@ def execute_row(kernel: kir.Kernel, m: Machine, atol: float = 5e-2, rtol: float 
             ok = ok and bool((diff <= atol + rtol * ref.abs()).all())
         if seed == 0:
             rows.append({"executed": True, "matches_reference": ok, "max_abs_error": err,
-                         "lx_peak_executed": max(stats.lx_peak.values(), default=0)})
+                         "lx_peak_static": max(stats.lx_peak.values(), default=0),
+                         "lx_peak_executed": max(stats.lx_peak_executed.values(), default=0)})
         else:
             rows.append({"ok": ok})
     return {**rows[0], "replay_matches_reference": all(r["ok"] for r in rows[1:])}
 
 
-#: Small real kernels whose programs are mutated (fp16, as the model runs them).
-MUTATION_CASES: list[tuple[str, Callable[..., Any], list[tuple[int, ...]]]] = [
-    ("matmul", lambda a, b: a @ b, [(256, 512), (512, 256)]),
-    ("softmax", lambda x: torch.softmax(x, -1), [(128, 1024)]),
-    ("rmsnorm", lambda x, w: w * (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-5)).half(),
-     [(128, 512), (512,)]),
-    ("add_relu", lambda x, y: torch.relu(x + y), [(256, 512), (256, 512)]),
-]
-
-
-def _kernels_of(fn: Callable[..., Any], shapes: Sequence[tuple[int, ...]]) -> list[kir.Kernel]:
-    gen = torch.Generator().manual_seed(0)
-    args = [torch.randn(*s, generator=gen).half().to("spyre") for s in shapes]
-    reset_compiled()
-    with warnings.catch_warnings(), capture_graphs() as graphs:
-        warnings.simplefilter("ignore")
-        torch.compile(fn, dynamic=False)(*args)
-    return [k for g in graphs for k in g.kernels]
-
-
-def mutation_section(m: Machine, per_operator: int = 3) -> dict[str, Any]:
-    """Mutants of the programs of :data:`MUTATION_CASES`: how many the emulator kills."""
-    total = killed = 0
-    survivors: list[str] = []
-    by_operator: dict[str, list[int]] = {op: [0, 0] for op in OPERATORS}
-    for name, fn, shapes in MUTATION_CASES:
-        for kernel in _kernels_of(fn, shapes):
-            p = plan(kernel, m, {})
-            inputs = kernel_inputs(kernel)
-            want = reference_run(kernel, inputs)
-            for mut in mutants(p, m, per_operator=per_operator):
-                out = judge(mut, inputs, want, _outputs(kernel), m)
-                total += 1
-                killed += out.killed
-                by_operator.setdefault(mut.operator, [0, 0])
-                by_operator[mut.operator][0] += 1
-                by_operator[mut.operator][1] += out.killed
-                if not out.killed:
-                    survivors.append(f"{name}: {mut.operator} core {mut.core} step {mut.step}: {mut.detail}")
-    return {"mutants": total, "mutants_killed": killed, "mutants_killed_ratio": killed / total if total else 0.0,
-            "by_operator": {op: {"mutants": n, "killed": k} for op, (n, k) in by_operator.items() if n},
-            "survivors": survivors}
+def mutation_section(m: Machine, per_operator: int = 3, quick: bool = False) -> dict[str, Any]:
+    """Mutants of the programs of :mod:`.mutation_cases` judged against CPU eager:
+    kill ratios overall, per operator and per program kind, the survivors, and
+    the checker-rule self-test (each rule off in turn, on the quick cases)."""
+    judged = run_all(function_cases(quick=quick), kernel_cases(m), m, per_operator)
+    s = summary(judged)
+    out = {"mutants": s["mutants"], "mutants_killed": s["killed"], "mutants_killed_ratio": s["killed_ratio"],
+           "mutants_killed_by_checker": s["killed_by_checker"], "by_operator": s["by_operator"],
+           "by_kind": s["by_kind"], "survivors": s["survivors"]}
+    if not quick:
+        out["rule_self_test"] = rule_self_test(function_cases(quick=True), kernel_cases(m), m, 2)
+    return out

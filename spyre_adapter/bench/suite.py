@@ -456,9 +456,13 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
             reference = reference_section(m, quick, reference_dir)
         if "mutants" in sections:
             log("mutants of real kernels' programs")
-            mut = bench_checks.mutation_section(m, per_operator=2 if quick else 3)
-            extra.update({k: mut[k] for k in ("mutants", "mutants_killed", "mutants_killed_ratio", "survivors")})
+            mut = bench_checks.mutation_section(m, per_operator=2 if quick else 3, quick=quick)
+            extra.update({k: mut[k] for k in ("mutants", "mutants_killed", "mutants_killed_ratio",
+                                              "mutants_killed_by_checker", "survivors")})
             extra["mutants_by_operator"] = mut["by_operator"]
+            extra["mutants_by_kind"] = mut["by_kind"]
+            if "rule_self_test" in mut:
+                extra["checker_rule_self_test"] = mut["rule_self_test"]
     if "speed" in sections:
         log("compile time and emulator speed (fresh processes, one at a time)")
         speed = bench_speed.measure(quick, progress=lambda line: log(f"  {line}"))

@@ -30,6 +30,7 @@ from spyre_adapter.emulator import steps
 from spyre_adapter.emulator.card import Card
 from spyre_adapter.emulator.lx_state import LxState
 from spyre_adapter.model import isa
+from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
 from spyre_adapter.model.program import Lx, Program, itemsize
@@ -140,7 +141,7 @@ class Execution:
                     self.record.append(thunk)
                     thunk(self)
         else:
-            starts = self._allocation_starts() if self.checking else {}
+            starts = self._allocation_starts() if self.checking and enabled("stale-lx") else {}
             for group in self.rounds(self.mailbox):
                 for c, pc, _ in group if starts else ():
                     pending = starts.get(c)
@@ -149,7 +150,7 @@ class Execution:
                         self.lx.reassign(c, addr, nbytes)
                 steps.run(self, group)
         self.check_mailbox()
-        if self.checking:
+        if self.checking and enabled("dynamic-races"):
             self.dynamic_races()
 
     def _allocation_starts(self) -> dict[int, list[tuple[int, int, int]]]:

@@ -29,12 +29,12 @@ import torch
 from spyre_shims.ops import torch_dtype
 
 from spyre_adapter.emulator import regroup
-from spyre_adapter.emulator.card import HELD, Card
+from spyre_adapter.emulator.card import HELD, STALE, Card
 from spyre_adapter.emulator.execution import Execution
 from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.ordering import order_of
-from spyre_adapter.model.program import Program
+from spyre_adapter.model.program import Program, itemsize
 from spyre_adapter.model.rules import static_check
 
 __all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute"]
@@ -43,10 +43,28 @@ __all__ = ["EmulatorError", "Card", "Replay", "RunStats", "execute"]
 @dataclasses.dataclass
 class RunStats:
     """What one execution measured: DRAM bytes of data-dependent transfers by
-    (core, step), and per core the highest LX byte its instructions touched."""
+    (core, step); per core the highest LX byte its instructions name (the static
+    figure) and, when asked for, the highest byte the launch actually wrote or
+    held (the card's own high-water mark)."""
 
     dynamic_bytes: dict[tuple[int, int], int]
     lx_peak: dict[int, int]
+    lx_peak_executed: dict[int, int] = dataclasses.field(default_factory=dict)
+
+
+def _high_water(p: Program, card: Card, epoch: int) -> dict[int, int]:
+    """Per core, one past the highest LX byte stamped by this (checked) launch:
+    written now, written under an allocation that ended, or held for a later kernel."""
+    out = {}
+    held = {r.core: r.addr + (r.hi - r.lo) * itemsize(r.dtype) for r in (*p.lx_in, *p.lx_out)}
+    for c in p.cores:
+        if not c.instrs:
+            continue
+        st = card.stamp[c.core]
+        hit = ((st == epoch) | (st == STALE)).nonzero()
+        top = int(hit[-1]) + 1 if hit.numel() else 0
+        out[c.core] = max(top, held.get(c.core, 0))
+    return out
 
 
 def _with_workspace(p: Program, buffers: MutableMapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -71,12 +89,13 @@ def _take_held(p: Program, card: Card, checking: bool, epoch: int) -> None:
 
 def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
             sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True,
-            replay: Replay | None = None, pe_threads: int = 1) -> RunStats:
+            replay: Replay | None = None, pe_threads: int = 1, measure_peak: bool = False) -> RunStats:
     """Run ``p`` on ``card`` over the flat DRAM ``buffers`` (kernel arguments by
     name; the program's workspace is allocated here). ``checking`` off skips the
     LX stamp checks (a program already run once with them); ``pe_threads``: the
     intra-op threads of large PE steps (see :func:`.replay.matmul`); an unchecked launch
-    given ``replay`` records its steps there, or replays them once recorded."""
+    given ``replay`` records its steps there, or replays them once recorded;
+    ``measure_peak``: read the LX high-water mark off the card after a checked launch."""
     bufs = _with_workspace(p, buffers)
     order = order_of(p) if checking else None
     peaks = static_check(p, card.machine, {k: v.numel() for k, v in bufs.items()}, order) if checking else {}
@@ -92,6 +111,7 @@ def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
         replay.card, replay.thunks, replay.aliased = card, ex.record, aliased
     else:
         ex.run()
+    executed = _high_water(p, card, epoch) if measure_peak and checking else {}
     for r in p.lx_out:
         card.stamps(r.core, r.lx).fill_(HELD)
-    return RunStats(ex.dynamic_bytes, peaks)
+    return RunStats(ex.dynamic_bytes, peaks, executed)

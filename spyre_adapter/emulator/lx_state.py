@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import torch
 
 from spyre_adapter.emulator.card import HELD, STALE, Card, Where, core_range
+from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.program import Lx
 
@@ -51,10 +52,12 @@ class LxState:
         held = int(st.amax()) == HELD
         bad = (~ok).nonzero()[0].tolist()
         core = core_range(where)[bad[0]] if not isinstance(where, int) else where
-        if bool((st == STALE).any()) and not held:
+        if bool((st == STALE).any()) and not held and enabled("stale-lx"):
             raise EmulatorError("read of a reassigned allocation", self.kernel, core, step, name,
                                 f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr} was written "
                                 "under an allocation that has ended; the allocation holding it now never wrote it")
+        if not enabled("unwritten-lx"):
+            return
         raise EmulatorError("read of unwritten LX", self.kernel, core, step, name,
                             f"{lx.dtype} element {bad[-1] if bad else 0} of the LX view at {lx.addr}"
                             + (" holds another kernel's data" if held else " was never written in this launch"))

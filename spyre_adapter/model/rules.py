@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import torch
 
 from spyre_adapter.model import isa
+from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
@@ -58,7 +59,11 @@ class _StaticChecks:
         """Every LX view of ``ins`` well formed, aligned to its dtype and inside the
         usable LX; returns the highest byte they touch."""
         peak = 0
+        check = enabled("lx-view-bounds")
         for v in isa.views(ins):
+            if not check:
+                peak = max(peak, v.byte_range()[1])
+                continue
             if any(s < 0 for s in v.strides) or len(v.sizes) != len(v.strides):
                 raise self.fail("malformed LX view", isa.buffer_of(self.p, ins, v), str(v))
             lo, hi = v.byte_range()
@@ -71,13 +76,23 @@ class _StaticChecks:
         return peak
 
     def dma_lx(self, lx: Lx, buffer: str) -> None:
-        if lx.addr % self.m.stick_bytes:
+        if lx.addr % self.m.stick_bytes and enabled("dma-stick-alignment"):
             raise self.fail("misaligned sticks", buffer,
                             f"DMA LX address {lx.addr} is not on a {self.m.stick_bytes}-byte stick")
 
     def dma_region(self, r: Region, lx: Lx, write: bool, accumulate: bool) -> None:
         if r.buffer not in self.numels:
             raise self.fail("unknown buffer", r.buffer, "not an argument")
+        if enabled("dma-region-bounds"):
+            self.region_bounds(r, lx)
+        lo, hi = r.bounds()
+        if r.numel:
+            sp = self.spans.setdefault((self.core, r.buffer), [lo, hi])
+            sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
+            self.accesses[r.buffer].append((self.core, self.step, "a" if accumulate else "w" if write else "r", r))
+
+    def region_bounds(self, r: Region, lx: Lx) -> None:
+        """A strided DMA's region matches its LX view and lies inside its tensor."""
         if r.numel != lx.numel or lx.dtype != self.dtypes.get(r.buffer):
             raise self.fail("DMA shape mismatch", r.buffer,
                             f"{r.numel} {self.dtypes.get(r.buffer)} elements vs LX {lx.numel} {lx.dtype}")
@@ -86,10 +101,6 @@ class _StaticChecks:
         lo, hi = r.bounds()
         if r.numel and (lo < 0 or hi >= self.numels[r.buffer]):
             raise self.fail("DMA outside a tensor's bytes", r.buffer, f"elements {lo}..{hi} of {self.numels[r.buffer]}")
-        if r.numel:
-            sp = self.spans.setdefault((self.core, r.buffer), [lo, hi])
-            sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
-            self.accesses[r.buffer].append((self.core, self.step, "a" if accumulate else "w" if write else "r", r))
 
 
 class _Allocations:
@@ -142,7 +153,7 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order
     for c in p.cores:
         c_.core = c.core
         peak = max((hi for core, lo, hi in held if core == c.core), default=0)
-        live = _Allocations(p, c) if c.allocs else None
+        live = _Allocations(p, c) if c.allocs and enabled("allocations") else None
         for step, ins in enumerate(c.instrs):
             c_.step = step
             rec = isa.step(ins)
@@ -158,7 +169,8 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order
         if nbytes > m.span_bytes_per_core:
             raise EmulatorError("per-core span exceeded", p.name, core, -1, buf,
                                 f"{nbytes} B > {m.span_bytes_per_core} B")
-    _check_dram_races(p, m, order, c_.accesses, c_.dtypes)
+    if enabled("dram-races"):
+        _check_dram_races(p, m, order, c_.accesses, c_.dtypes)
     return peaks
 
 

@@ -332,3 +332,18 @@ def test_verification_allows_one_unit_in_the_last_place_of_16_bit_outputs() -> N
         _compare("k", {"y": three_ulps}, {"y": want})
     with pytest.raises(EmulatorError, match="verification failed"):  # within a bf16 ulp, not within fp32 1e-3
         _compare("k", {"y": torch.tensor([-0.4375 * 1.008])}, {"y": torch.tensor([-0.4375])})
+
+
+def test_the_executed_lx_peak_is_read_off_the_card() -> None:
+    """The executed peak is the card's high-water mark of bytes the launch wrote:
+    per core, the end of the highest view any step writes (counted here from the
+    program's write views, not from the static checker's figure)."""
+    from spyre_adapter.model.isa import lx_accesses
+
+    g = K.add(256, 512, "float32")
+    p = plan_group(g, DEFAULT, {}, "add", force=Division(4))
+    stats = execute(p, K.buffers(g, 0), Card(DEFAULT), measure_peak=True)
+    want = {c.core: max(v.byte_range()[1] for ins in c.instrs for v in lx_accesses(ins, p.bodies)[1])
+            for c in p.cores if c.instrs}
+    assert stats.lx_peak_executed == want
+    assert all(stats.lx_peak_executed[c] <= stats.lx_peak[c] for c in want)
