@@ -361,7 +361,7 @@ def _geomean(xs: Iterable[float]) -> float:
 def _vs_reference(ref: dict[str, Any]) -> dict[str, Any]:
     if "skipped" in ref:
         return {"skipped": ref["skipped"]}
-    return {cat: {"mape": st["mape"], "spearman": st["spearman"], "n": st["n"]}
+    return {cat: {"mape": st["mape"], "spearman": st["spearman"], "n": st["n"], "basis": rm.basis(cat)}
             for cat, st in ref["per_category"].items()}
 
 
@@ -562,13 +562,14 @@ def _print_reference(ref: dict[str, Any], console: Console) -> None:
     table = Table(title=f"our modeled time against torch-spyre's cost model: {ref['compared']} configurations "
                         f"(up to {ref['per_category_sample']} per category of the {ref['expressible_in_plan']} "
                         f"our device can express, of {ref['configs_in_plan']} in the sweep plan)")
-    for col in ("category", "n", "MAPE", "Spearman", "ours / theirs (median)", "within their RMS band"):
+    for col in ("category", "n", "MAPE", "Spearman", "ours / theirs (median)", "within their RMS band", "basis"):
         table.add_column(col)
     for cat, st in ref["per_category"].items():
         table.add_row(cat, str(st["n"]), f"{st['mape']:.1%}",
-                      f"{st['spearman']:.3f}" if st["spearman"] is not None else "-", f"{st['median_ratio']:.2f}",
+                      f"{st['spearman']:.3f}" if st["spearman"] is not None else f"- (n < {rm.MIN_SPEARMAN_N})",
+                      f"{st['median_ratio']:.2f}",
                       f"{st['within_band']:.0%} of {st['published_rms_percent'][1]:g} %"
-                      if st.get("within_band") is not None else "-")
+                      if st.get("within_band") is not None else "-", rm.basis(cat))
     console.print(table)
 
 

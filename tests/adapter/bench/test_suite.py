@@ -51,8 +51,10 @@ def test_summary_keys_and_values(quick_doc: dict) -> None:
         assert set(vs) == {"skipped"}
     else:
         assert {"pointwise", "reduction", "broadcast", "transport"} <= set(vs)
-        for st in vs.values():
-            assert set(st) == {"mape", "spearman", "n"} and st["n"] >= 1 and st["mape"] >= 0
+        for cat, st in vs.items():
+            assert set(st) == {"mape", "spearman", "n", "basis"} and st["n"] >= 1 and st["mape"] >= 0
+            assert st["basis"] == ("independent" if cat.startswith(("matmul", "bmm")) else "shared constants")
+            assert st["spearman"] is None or st["n"] >= 8
 
 
 def test_tables_print(quick_doc: dict) -> None:

@@ -69,3 +69,14 @@ def test_small_comparison() -> None:
     # a memory-bound kernel at full bus: both models charge DRAM bytes over ~100-150 GB/s
     neg = [r for r in doc["rows"] if r["op"] == "neg" and r["cores"] == 32]
     assert all(0.5 < r["ratio"] < 2 for r in neg)
+
+
+def test_a_rank_correlation_needs_eight_points_and_agreement_says_what_it_rests_on() -> None:
+    """Two points always rank alike (or opposite): no correlation is reported
+    below eight. Memory-bound categories share our DRAM constants with the
+    reference, so their agreement is labelled as such; matmul's is independent."""
+    pairs = [(float(k), float(k) * 1.1) for k in range(1, 8)]
+    assert rm._stats(pairs[:2])["spearman"] is None and rm._stats(pairs)["spearman"] is None
+    assert rm._stats(pairs + [(9.0, 9.5)])["spearman"] == pytest.approx(1.0)
+    assert {rm.basis(c) for c in ("pointwise", "reduction", "transport", "broadcast")} == {"shared constants"}
+    assert rm.basis("matmul") == rm.basis("bmm_3d2d") == "independent"
