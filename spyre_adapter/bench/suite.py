@@ -5,9 +5,9 @@ is compared with the roofline (eta, against the datasheet roof and against the
 sustained roof the simulator itself runs at) and its DRAM traffic with the
 compulsory traffic (rho). Baselines are planned for the same kernels in the same
 run and scored with the same denominators: one core; the best simple even split
-(for GEMMs: LX-sized tiles, no operand shared between cores; for loop kernels:
+(for GEMMs: LX-sized tiles, operands shared over the ring; for loop kernels:
 every core, no LX planning); and the division torch-spyre's documented
-work-division rules choose (:mod:`.baselines`). The calibration section reports
+work-division rules choose, with operands shared (:mod:`.baselines`). The calibration section reports
 errors on held-out measurements only (:mod:`.calibration`), and our modeled
 times are set against torch-spyre's own cost model (:mod:`.reference_model`).
 GEMMs are built as

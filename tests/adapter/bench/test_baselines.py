@@ -16,6 +16,7 @@ from spyre_adapter.bench import baselines
 from spyre_adapter.emulator import Card, execute
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.program import RingRecv, RingSend
+from spyre_adapter.scheduler import matmul_seeds
 from spyre_adapter.scheduler.matmul import MatmulShape, shape_of
 
 
@@ -41,7 +42,7 @@ def test_even_split_rules() -> None:
     p = baselines.lx_even_split(kernel, DEFAULT)
     gb, gm, gn, gk = p.plan.grid
     assert gk == 1 and gb * gm * gn == DEFAULT.cores
-    assert not p.plan.share and _ring_ops(p) == 0
+    assert p.plan.share and _ring_ops(p) > 0  # at its strongest: operands shared over the ring
 
 
 def test_torch_spyre_worked_example() -> None:
@@ -57,17 +58,19 @@ def test_torch_spyre_pass2_uses_the_cores() -> None:
     split, how = baselines.torch_spyre_split(s, DEFAULT)
     assert how == "pass 2" and math.prod(split) == DEFAULT.cores
     # the under-use penalty (150 us per halving) rules out leaving cores idle
-    assert baselines._pass2_cost(s, DEFAULT, 1, 4, 4, 1) > baselines._pass2_cost(s, DEFAULT, *split)
+    assert matmul_seeds._pass2_cost(s, DEFAULT, 1, 4, 4, 1) > matmul_seeds._pass2_cost(s, DEFAULT, *split)
 
 
-def test_ours_beats_both_baselines_on_a_1024_gemm() -> None:
+def test_baselines_at_their_strongest_share_our_denominators_on_a_1024_gemm() -> None:
+    """Both baselines share operands over the ring, and are scored against our
+    plan's bounds and the kernel's compulsory bytes. (Whether they beat our plan
+    is what the bench reports: at 1024^3 they do, by 5-7 % in modeled time.)"""
     kernel = K.mm(1024, 1024, 1024)
     row = baselines.gemm_baseline_row(kernel, DEFAULT)
     ours = row["ours"]
     for key in ("lx_even_split", "torch_spyre_rules"):
         base = row[key]
-        assert base["modeled_ns"] > ours["modeled_ns"]
-        assert base["eta_sustained"] < ours["eta_sustained"] and base["eta_datasheet"] < ours["eta_datasheet"]
+        assert base["share"]
         # same denominators: eta ratio is the inverse time ratio
         assert base["eta_sustained"] / ours["eta_sustained"] == pytest.approx(ours["modeled_ns"] / base["modeled_ns"])
         assert base["rho"] >= ours["rho"] >= 1.0
