@@ -132,7 +132,7 @@ def _versus(main: metrics.Metrics, b: metrics.Metrics) -> dict[str, Any]:
     return {"modeled_ns": b.modeled_ns, "eta_sustained": main.bound_sustained_ns / b.modeled_ns,
             "eta_datasheet": main.bound_datasheet_ns / b.modeled_ns,
             "eta_dram": main.dram_bound_ns / b.modeled_ns, "rho": b.rho, "cores": b.cores_used,
-            "grid": b.plan.get("grid"), "tile": b.plan.get("tile"),
+            "grid": b.plan.get("grid"), "tile": b.plan.get("tile"), "share": b.plan.get("share"),
             "speedup_of_plan": b.modeled_ns / main.modeled_ns}
 
 

@@ -27,12 +27,14 @@ def test_gemm_rows_and_baselines(quick_doc: dict) -> None:
     row = rows["square.2048"]
     assert 0.5 < row["eta_sustained"] <= 1.0 and row["eta_datasheet"] < row["eta_sustained"]
     assert row["rho"] >= 1.0 and row["check_error"] is None
-    # the plan beats every baseline; one core is far from the card's roof
+    # one core is far from the card's roof; the two division baselines run at their
+    # strongest (operands shared over the ring) and, at 2048^3, beat our plan by
+    # 1.8 % (the README says so): here only that they ran on our denominators
     assert row["single_core"]["modeled_ns"] > 10 * row["modeled_ns"]
     assert row["single_core"]["eta_sustained"] < 0.1
     for key in ("even_split", "torch_spyre_rules"):
         base = row[key]
-        assert base["modeled_ns"] > row["modeled_ns"] and base["rho"] >= 1.0
+        assert base["share"] and base["rho"] >= 1.0 and base["modeled_ns"] > 0.9 * row["modeled_ns"]
         # same denominators: the eta ratio is the inverse ratio of modeled times
         assert base["eta_datasheet"] / row["eta_datasheet"] == pytest.approx(row["modeled_ns"] / base["modeled_ns"])
 
@@ -40,8 +42,8 @@ def test_gemm_rows_and_baselines(quick_doc: dict) -> None:
 def test_summary_keys_and_values(quick_doc: dict) -> None:
     s = quick_doc["summary"]
     assert s["gemm_eta_datasheet_geomean"] < s["gemm_eta_sustained_geomean"] <= 1.0
-    assert 0 < s["baseline_lx_even_split_gemm_eta_geomean"] < s["gemm_eta_sustained_geomean"]
-    assert 0 < s["baseline_torch_spyre_rules_gemm_eta_geomean"] < s["gemm_eta_sustained_geomean"]
+    assert 0 < s["baseline_lx_even_split_gemm_eta_geomean"] <= 1.0
+    assert 0 < s["baseline_torch_spyre_rules_gemm_eta_geomean"] <= 1.0
     assert s["calibration_fit_points"] == sum(p.role == "fit" for p in cal.POINTS)
     assert s["calibration_predicted_points"] == sum(p.role == "predicted" for p in cal.POINTS)
     held_out = [abs(r["error"]) for r in quick_doc["calibration"] if r["role"] == "predicted"]
