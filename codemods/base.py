@@ -20,22 +20,16 @@ from typing import ClassVar
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import (
-    Assignment,
-    ImportAssignment,
-    MetadataWrapper,
-    ParentNodeProvider,
-    QualifiedNameSource,
-    Scope,
-    ScopeProvider,
-)
+from libcst.metadata import (Assignment, ImportAssignment, MetadataWrapper, ParentNodeProvider, QualifiedNameSource,
+                             Scope, ScopeProvider)
 
 from .bindings import UNKNOWN, ModuleBindings
 from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
-from .prune import WordTest
 from .names import absolutize, dotted, import_from_module
+from .params_edit import line_limit
+from .prune import WordTest
 from .report import Finding, FindingKind
 
 __all__ = ["RewriteCommand", "SOURCE_KEY"]
@@ -95,6 +89,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._bindings: ModuleBindings | None = None
         self._prune: WordTest | None = None
         self._source_map: SourceMap | None | bool = False  # False: not built yet
+        self._line_limit: int | None = None
 
     # ---- running ------------------------------------------------------------
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -214,6 +209,20 @@ class RewriteCommand(VisitorBasedCodemodCommand):
                 source = self._wrapper.module.bytes
             self._source_map = source_map(self._wrapper.module, source)
         return self._source_map  # type: ignore[return-value]
+
+    @property
+    def line_limit(self) -> int:
+        """The file's line length (see :func:`~spyre_codemods.params_edit.line_limit`)."""
+        if self._line_limit is None:
+            smap = self.source_map
+            source = b"".join(smap.lines) if smap is not None else self.module.bytes
+            self._line_limit = line_limit(source.decode("utf-8", "replace"))
+        return self._line_limit
+
+    def def_column(self, node: cst.CSTNode) -> int:
+        """Column of a statement of the original tree (its block depth times the indent)."""
+        depth = sum(1 for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock))
+        return depth * len(self.module.default_indent)
 
     def must_visit_lines(self) -> frozenset[int]:
         """Lines of the original file that must be visited whatever their block says."""

@@ -19,13 +19,13 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
+from .params_edit import NO_SPACE, add_params
 from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
 from .signatures import compare, plan_call, plan_override
 
 __all__ = ["IndexChecks"]
 
-_NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 IMPORTS_RULE = "import-resolution"
 SIGNATURE_RULE = "signature-change"
 
@@ -349,7 +349,7 @@ class IndexChecks(RewriteCommand):
         if plan.edits:
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
-                args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=_NO_SPACE)
+                args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=NO_SPACE)
             updated = updated.with_changes(args=args)
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
@@ -388,25 +388,43 @@ class IndexChecks(RewriteCommand):
                     return updated
                 continue
             owner, target_sig = hit
-            plan = plan_override(own_params(original), target_sig, old_hit[1] if old_hit else None)
+            old_sig = old_hit[1] if old_hit else None
+            plan = plan_override(own_params(original), target_sig, old_sig)
             addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
             problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
                                         if p not in addable]
-            if not addable and not problems:
+            unused = self._unused_new_params(original, [*own_params(original), *addable], target_sig, old_sig,
+                                             {p.name for p in addable})
+            if not addable and not problems and not unused:
                 return updated
             if self.guard(original) is not None or base not in self._confirmed_bases():
                 return updated
             where = f"{owner.rpartition('.')[2]}.{name}"
             if addable:
-                updated = _add_params(updated, addable)
+                updated = add_params(updated, addable, self.line_limit, self.def_column(original))
                 self.record(original, SIGNATURE_RULE, "rewrite",
                             f"{name}: added {', '.join(map(str, addable))} (as {where} on {self._target})")
-                problems.append(f"added {', '.join(map(str, addable))}, not used yet")
+            if unused:
+                # worded from the result, not the edit: a re-run says the same
+                problems.append(f"not used yet: {', '.join(unused)}")
             self.todo(original, SIGNATURE_RULE,
                       f"override of {where} on torch {self._target}: {'; '.join(problems)}; "
                       f"base is {target_sig.render(name)}")
             return updated
         return updated
+
+    @staticmethod
+    def _unused_new_params(fn: cst.FunctionDef, own: Sequence[Param], base: Signature,
+                           base_old: Signature | None, added: set[str]) -> list[str]:
+        """The override's parameters that are ``added`` now or that the base gained since
+        the source release, and that its body does not read."""
+        gained = {p.name for p in base.bound_params} - {p.name for p in base_old.bound_params} \
+            if base_old is not None else set()
+        names = [p for p in own if p.name in gained | added]
+        if not names:
+            return []
+        read = _names_in(fn.body)  # names, not text: a TODO comment in the body may mention one
+        return [str(p) for p in names if p.name not in read]
 
     # ---- advisories ---------------------------------------------------------------
     def advise_attribute(self, node: cst.Attribute) -> None:
@@ -475,35 +493,16 @@ class IndexChecks(RewriteCommand):
             self.todo(node, advisory.id, advisory.message + detail, kind="advisory")
 
 
-def _add_params(fn: cst.FunctionDef, params: list[Param]) -> cst.FunctionDef:
-    p = fn.params
-    positional = list(p.params)
-    kwonly = list(p.kwonly_params)
-    for param in params:
-        node = cst.Param(name=cst.Name(param.name), default=cst.parse_expression(param.default or "None"),
-                         equal=_NO_SPACE)
-        if param.kind == "kwonly":
-            kwonly.append(node)
-        else:
-            positional.append(node)
-    star = p.star_arg
-    if kwonly and not isinstance(star, (cst.Param, cst.ParamStar)):
-        star = cst.ParamStar()
-    # the last parameter must not keep a trailing comma in a one-line signature
-    new_params = p.with_changes(params=_commas(positional, bool(kwonly) or isinstance(star, cst.Param)
-                                              or p.star_kwarg is not None),
-                                kwonly_params=_commas(kwonly, p.star_kwarg is not None), star_arg=star)
-    return fn.with_changes(params=new_params)
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
 
 
-def _commas(params: list[cst.Param], more: bool) -> list[cst.Param]:
-    out = []
-    for i, param in enumerate(params):
-        last = i == len(params) - 1
-        if last and not more:
-            out.append(param.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-        elif isinstance(param.comma, cst.MaybeSentinel):
-            out.append(param.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
-        else:
-            out.append(param)
-    return out
+def _names_in(node: cst.CSTNode) -> set[str]:
+    collector = _NameCollector()
+    node.visit(collector)
+    return collector.names

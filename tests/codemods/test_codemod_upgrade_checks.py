@@ -129,7 +129,7 @@ class TestSignatures(UpgradeTest):
             from torch._inductor.codegen.common import OpOverrides
 
             class AccelOverrides(OpOverrides):
-                {T}override of OpsHandler.to_dtype on torch 2.12: added use_compute_types=True, not used yet; base is to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True)
+                {T}override of OpsHandler.to_dtype on torch 2.12: not used yet: use_compute_types=True; base is to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True)
                 @staticmethod
                 def to_dtype(x, dtype, src_dtype=None, use_compute_types=True):
                     return f"convert({{x}})"
