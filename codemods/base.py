@@ -73,6 +73,11 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
         self._header_comments: set[str] = set()
+        #: grouped notes: holder id -> message -> site statements (see group_todo)
+        self._groups: dict[int, dict[str, list[cst.CSTNode]]] = {}
+        self._site_results: dict[int, cst.CSTNode | None] = {}
+        #: TODO comments in the output (written now or found from an earlier run)
+        self.notes = 0
         self._reset_pass_state(None)
 
     def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
@@ -243,9 +248,15 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result = cst.CSTTransformer.on_leave(self, original_node, updated_node)
         finally:
             self._stack.pop()
-        comments = self._pending_todos.pop(id(original_node), None)
+        comments = self._pending_todos.pop(id(original_node), [])
+        groups = self._groups.pop(id(original_node), None)
+        if groups and isinstance(result, cst.CSTNode):
+            result, own = self._place_notes(original_node, result, groups)
+            comments = [*comments, *own]
         if comments:
             result = self._attach_comments(result, comments)
+        if id(original_node) in self._site_results:
+            self._site_results[id(original_node)] = result if isinstance(result, cst.CSTNode) else None
         return result
 
     @property
@@ -455,6 +466,62 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             if kind is not None:
                 self.record(node, rule, kind, message, category)
 
+    def group_todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind = "advisory") -> None:
+        """Like :meth:`todo`, but one note per place: the uses of ``message`` in one
+        function or class (the innermost around the use), else at the module level, share
+        one TODO above the first of them that lists the lines of the others. Each use
+        site is still a finding."""
+        statement = node if isinstance(node, _STATEMENT_TYPES) else next(
+            (a for a in self.ancestors(node) if isinstance(a, _STATEMENT_TYPES)), None)
+        if statement is None:
+            return
+        holder = self._note_holder(statement)
+        sites = self._groups.setdefault(id(holder), {}).setdefault(message, [])
+        if all(s is not statement for s in sites):
+            sites.append(statement)
+            self._site_results.setdefault(id(statement), None)
+            self.record(node, rule, kind, message)
+
+    def _note_holder(self, statement: cst.CSTNode) -> cst.CSTNode:
+        # the innermost function or class around the statement (a decorated def's
+        # decorators belong to the function that holds the def)
+        path = [statement, *self.ancestors(statement)]  # innermost first, the module last
+        holder = next((a for a in path[1:] if isinstance(a, (cst.FunctionDef, cst.ClassDef))), None)
+        return holder if holder is not None else path[-1]
+
+    def _place_notes(self, holder: cst.CSTNode, result: cst.CSTNode, groups: dict[str, list[cst.CSTNode]]
+                     ) -> tuple[cst.CSTNode, list[str]]:
+        """Put each grouped note above its first use in ``result`` (the holder, left),
+        naming the lines of the other uses relative to it; a note whose use is the holder
+        itself (a class) goes above the holder (returned). Lines are counted in the
+        output, so a re-run words the note the same."""
+        entries = []
+        for message, sites in groups.items():
+            found = [self._site_results.get(id(s)) for s in sites if s is not holder]
+            entries.append((message, any(s is holder for s in sites), [n for n in found if n is not None]))
+        anchor = result.name if isinstance(result, (cst.FunctionDef, cst.ClassDef)) else None
+        wanted = [n for _, _, found in entries for n in found] + ([anchor] if anchor is not None else [])
+        lines = node_lines(self.module, wanted, within=result) if wanted else {}
+        own: list[str] = []
+        at: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for message, on_holder, found in entries:
+            comment = f"# {self.TODO_TAG}: {message}"
+            first = anchor if on_holder or not found else found[0]
+            others = [n for n in found if n is not first]
+            offsets = sorted({lines[id(n)] - lines[id(first)] for n in others
+                              if first is not None and id(n) in lines and id(first) in lines})
+            if offsets:
+                unit = "line" if len(offsets) == 1 and abs(offsets[0]) == 1 else "lines"
+                comment += f" (also used at {', '.join(f'{o:+d}' for o in offsets)} {unit} from here)"
+            if on_holder or not found:
+                own.append(comment)
+            else:
+                at.setdefault(id(found[0]), (found[0], []))[1].append(comment)
+        if at:  # one pass: a rebuilt tree has new node identities
+            result = result.visit(_AttachAt({key: comments for key, (_, comments) in at.items()},
+                                            self._attach_comments))  # type: ignore[assignment]
+        return result, own
+
     def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
         """Report a match left alone because it sits in a compat block (and, for the
         upgrade, mark it with a TODO: the block may be obsolete on the new release)."""
@@ -475,8 +542,43 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             return result
         leading = list(result.leading_lines)
         present = {line.comment.value for line in leading if line.comment is not None} | self._header_comments
-        new_lines = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in present]
-        if not new_lines:
+        header_keys = {self._todo_key(c) for c in self._header_comments}
+        # a TODO an earlier run left (same subject, other words) is updated where it is
+        earlier = {self._todo_key(line.comment.value): i for i, line in enumerate(leading)
+                   if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
+        added: list[cst.EmptyLine] = []
+        updated = False
+        for comment in dict.fromkeys(comments):
+            self.notes += 1
+            key = self._todo_key(comment)
+            if comment in present or key in header_keys:
+                continue
+            if key in earlier:
+                i = earlier.pop(key)
+                leading[i] = leading[i].with_changes(comment=cst.Comment(comment))
+                updated = True
+            else:
+                added.append(cst.EmptyLine(comment=cst.Comment(comment)))
+        if not updated and not added:
             return result
         # Right above the statement, below any blank lines or comments it already had.
-        return result.with_changes(leading_lines=[*leading, *new_lines])
+        return result.with_changes(leading_lines=[*leading, *added])
+
+    def _todo_key(self, comment: str) -> str:
+        """What a TODO is about: its text up to the first colon after the tag (the rule
+        or advisory and the symbol, e.g. ``override of CachingAutotuner.precompile``)."""
+        body = comment.removeprefix(f"# {self.TODO_TAG}: ")
+        return body.partition(": ")[0]
+
+
+class _AttachAt(cst.CSTTransformer):
+    """Attach comments to the statements with the given ids (of the tree visited)."""
+
+    def __init__(self, comments: dict[int, list[str]], attach: Callable[..., object]) -> None:
+        super().__init__()
+        self._comments = comments
+        self._attach = attach
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
+        comments = self._comments.get(id(original_node))
+        return updated_node if comments is None else self._attach(updated_node, comments)

@@ -219,6 +219,9 @@ def _summary(report: RunReport) -> None:
     changed = "changed" if report.options.get("mode") == "write" else "to change"
     print(f"{report.command}: {s['files']} file(s), {s['changed']} {changed}, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+    if s["noted_sites"]:
+        print(f"notes: {s['notes']} TODO note(s) in the code for {s['noted_sites']} site(s) "
+              f"(advisories: one note per function, class or module)", file=sys.stderr)
     sites = s.get("sites")
     if sites:
         print(f"internal-use sites: {sites['sites']}, rewritten onto stable names {sites['rewritten']} "
@@ -227,7 +230,7 @@ def _summary(report: RunReport) -> None:
     advisories = report.advisories()
     if advisories:
         listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())
-        print(f"advisories (behaviour changed behind unchanged names; a TODO at each site): {listed}",
+        print(f"advisories (behaviour changed behind unchanged names; sites): {listed}",
               file=sys.stderr)
     optional = sorted({rule for f in report.files for rule in f.optional})
     if optional:

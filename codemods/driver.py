@@ -191,6 +191,7 @@ def process_file(path: str | Path, job: Job) -> FileResult:
         result.error = f"transform failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         return result
     result.findings = sorted(command.findings, key=lambda f: f.line)
+    result.notes = getattr(command, "notes", 0)
     if not result.findings:
         return result  # every edit is recorded: no finding, no change (and no code to generate)
     new_bytes = new_module.bytes

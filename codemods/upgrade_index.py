@@ -490,7 +490,7 @@ class IndexChecks(RewriteCommand):
 
     def _advise(self, node: cst.CSTNode, advisory: Advisory, detail: str = "") -> None:
         if self.guard(node) is None:
-            self.todo(node, advisory.id, advisory.message + detail, kind="advisory")
+            self.group_todo(node, advisory.id, advisory.message + detail)
 
 
 class _NameCollector(cst.CSTVisitor):

@@ -5,25 +5,21 @@ written by hand; each case is also run a second time on its own output (no chang
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
 from spyre_codemods.api_index import Param
 from spyre_codemods.params_edit import add_params, line_limit
 from spyre_codemods.upgrade import UpgradeCommand
+
+from .test_codemod_upgrade_checks import UpgradeTest
 
 T = "# TODO(spyre-adapter upgrade): "
 DEFINE = ("override of PythonWrapperCodegen.define_kernel on torch 2.15: not used yet: cpp_definition=None; "
           "base is define_kernel(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None)")
 
 
-class LayoutTest(CodemodTest):
+class LayoutTest(UpgradeTest):
     """Short files: their line length is PEP 8's 79."""
-
-    TRANSFORM = UpgradeCommand
-
-    def check(self, before: str, after: str, source: str = "2.6", target: str = "2.15") -> None:
-        self.assertCodemod(before, after, source=source, target=target, context_override=CodemodContext())
-        self.assertCodemod(after, after, source=source, target=target, context_override=CodemodContext())
 
     def test_a_parameter_per_line_with_a_trailing_comma(self) -> None:
         self.check(
@@ -51,6 +47,7 @@ class LayoutTest(CodemodTest):
                 ):
                     return kernel_name
             """,
+            "2.6", "2.15",
         )
 
     def test_parameters_on_one_continuation_line_are_broken_at_the_files_limit(self) -> None:
@@ -78,6 +75,7 @@ class LayoutTest(CodemodTest):
                 ):
                     return W()
             """,
+            "2.6", "2.15",
         )
 
     def test_a_one_line_signature_gets_a_keyword_only_marker(self) -> None:
@@ -98,6 +96,7 @@ class LayoutTest(CodemodTest):
                                        *, cc_override=None):
                     return cfg
             """,
+            "2.6", "2.15",
         )
 
     def test_a_parameter_in_the_place_of_an_unchanged_one_is_not_duplicated(self) -> None:
@@ -109,7 +108,7 @@ class LayoutTest(CodemodTest):
                 def codegen_kernel(self, Name=None):
                     return Name
             """
-        self.check(code, code)
+        self.check(code, code, "2.6", "2.15")
 
 
 def test_a_parameter_new_on_the_base_in_the_place_of_an_own_one_is_flagged() -> None:

@@ -37,7 +37,11 @@ def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) ->
     # guard nothing: rewritten; the seventh is in a real torch-version guard: kept, marked
     assert text.count(".optimization_hint(") == 6 + 1 and text.count(".size_hint(") == 1
     assert text.count("left alone inside a version-guarded block") == 1
-    assert text.count(_advisory("optimization-hint-fallback")) == 6
+    # one note per function: numel_hint's two uses share the note above the first
+    assert text.count(_advisory("optimization-hint-fallback")) == 5
+    assert text.count(_advisory("optimization-hint-fallback") + " (also used at +1 line from here)\n") == 1
+    assert sum(1 for f in result.findings if f.kind == "advisory") == 6
+    assert result.notes == 5 + 1  # and the compat block's
     rewrites = [f for f in result.findings if f.rule == "sizevars-optimization-hint" and f.kind == "rewrite"]
     assert len(rewrites) == 6
     compile(text, str(path), "exec")
