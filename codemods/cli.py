@@ -15,12 +15,13 @@ from typing import Any, NoReturn
 
 from .advisories import ADVISORIES
 from .driver import Job, run
+from .redesigns import REDESIGNS
 from .releases import KNOWN_RELEASES, known_release, parse_release
 from .report import FileResult, RunReport, write_json
 from .rule_table import RULES
 from .rules import select_rules
 
-__all__ = ["register", "main", "rules_markdown", "advisories_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
+__all__ = ["register", "main", "rules_markdown", "advisories_markdown", "redesigns_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 
@@ -152,6 +153,16 @@ def advisories_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def redesigns_markdown() -> str:
+    """The redesign table as Markdown."""
+    lines = ["| id | release | registry or protocol | what changed | what to do | confirmed in |",
+             "|---|---|---|---|---|---|"]
+    for r in REDESIGNS:
+        cells = [f"`{r.id}`", str(r.release), r.registry, r.note, r.action, r.confirmed]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def run_upgrade(args: argparse.Namespace) -> int:
     """Entry point of ``upgrade`` (returns the exit code)."""
     if parse_release(args.target) < parse_release(args.source):
@@ -227,11 +238,13 @@ def _summary(report: RunReport) -> None:
         print(f"internal-use sites: {sites['sites']}, rewritten onto stable names {sites['rewritten']} "
               f"({100 * sites['rewritten_share']:.1f} %), TODO {sites['todo']}, left in compat blocks "
               f"{sites['skipped']}", file=sys.stderr)
-    advisories = report.advisories()
-    if advisories:
-        listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())
-        print(f"advisories (behaviour changed behind unchanged names; sites): {listed}",
-              file=sys.stderr)
+    redesigns = {r.id for r in REDESIGNS}
+    for label, found in (("advisories (behaviour changed behind unchanged names; sites)",
+                          {k: n for k, n in report.advisories().items() if k not in redesigns}),
+                         ("redesigns (a registry or protocol changed meaning; sites)",
+                          {k: n for k, n in report.advisories().items() if k in redesigns})):
+        if found:
+            print(f"{label}: {', '.join(f'{rule} x{count}' for rule, count in found.items())}", file=sys.stderr)
     optional = sorted({rule for f in report.files for rule in f.optional})
     if optional:
         print(f"not applied (the old spelling still works on {report.options.get('to')}; pass --modernize): "

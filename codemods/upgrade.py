@@ -25,22 +25,9 @@ from .imports import AliasTarget, imported_locals, split_import_from, statement_
 from .names import dotted, dotted_expr, import_from_module, module_reference
 from .releases import KNOWN_RELEASES
 from .rule_table import RULES
+from .rules import (Callee, DropClassKeyword, KeywordRename, MembersMove, MethodRename, MethodToCall, ModuleMove,
+                    RenameRule, Rule, SignatureChange, SubclassCheck, SymbolMove, select_rules)
 from .upgrade_index import IndexChecks
-from .rules import (
-    Callee,
-    DropClassKeyword,
-    KeywordRename,
-    MembersMove,
-    MethodRename,
-    MethodToCall,
-    ModuleMove,
-    RenameRule,
-    Rule,
-    SignatureChange,
-    SubclassCheck,
-    SymbolMove,
-    select_rules,
-)
 
 __all__ = ["UpgradeCommand", "Resolution"]
 
@@ -164,7 +151,8 @@ class UpgradeCommand(IndexChecks):
         self._attribute_words = self.index.attribute_words | self.index.class_words
         self._involved: frozenset[str] = frozenset()
         self.setup_index_checks(self.selection.source, self.selection.target,
-                                self.index.callee_methods | self.index.callee_words, enabled=index_checks)
+                                self.index.callee_methods | self.index.callee_words, enabled=index_checks,
+                                handled_methods=frozenset(self.index.methods) | frozenset(self.index.method_calls))
 
     def visit_Module(self, node: cst.Module) -> bool:
         # Local names that imports may bind to something a rule is about; other

@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 
-from .advisories import Advisory, select_advisories
+from .advisories import Advisory
 from .api_index import Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
 from .params_edit import NO_SPACE, add_params
+from .redesigns import select_changes
 from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
 from .signatures import compare, plan_call, plan_override
@@ -84,16 +85,19 @@ class IndexChecks(RewriteCommand):
     """Helpers for the index-driven parts of the upgrade (see the module docstring)."""
 
     def setup_index_checks(
-        self, source: Release, target: Release, explicit_callees: frozenset[str], enabled: bool = True
+        self, source: Release, target: Release, explicit_callees: frozenset[str], enabled: bool = True,
+        handled_methods: frozenset[str] = frozenset(),
     ) -> None:
-        """``enabled=False``: the rules only (no import, signature or advisory checks)."""
+        """``enabled=False``: the rules only (no import, signature or advisory checks);
+        ``handled_methods``: methods the rules rename (not reported as gone)."""
+        self._handled_methods = handled_methods
         index = load_index()
         self.resolver = ImportResolver(index, source, target if enabled else "0.0")
         self.to_api: ReleaseApi | None = index.view(target) if enabled else None
         self.from_api: ReleaseApi | None = index.nearest_view(source) if enabled else None
         self._source, self._target = source, target
         self._index = index
-        self.advisories = select_advisories(source, target) if enabled else ()
+        self.advisories = select_changes(source, target) if enabled else ()
         self._explicit_callees = explicit_callees
         self._signature_cache: dict[tuple[str, str], tuple[Signature, Signature, Release] | None] = {}
         self._indexed_locals: frozenset[str] = frozenset()
@@ -334,6 +338,7 @@ class IndexChecks(RewriteCommand):
             return updated
         found = self._callee_pairs(original)
         if found is None:
+            self._check_gone_method(original)
             return updated
         name, (old, new, since) = found
         changes = compare(old, new)
@@ -356,6 +361,30 @@ class IndexChecks(RewriteCommand):
             self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "
                                                 f"now {new.render(name.rpartition('.')[2])}")
         return updated
+
+    def _check_gone_method(self, call: cst.Call) -> None:
+        """``V.graph.sizevars.symbolic_hint(...)``: a method of a conventional receiver's
+        class that the target no longer has (and no rule renames) gets a TODO."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value in self._handled_methods:
+            return
+        receiver = func.value
+        last = receiver.attr.value if isinstance(receiver, cst.Attribute) else (
+            receiver.value if isinstance(receiver, cst.Name) else None)
+        cls = RECEIVERS.get(last or "")
+        if cls is None or self.to_api is None or self.from_api is None:
+            return
+        method = func.attr.value
+        if self.from_api.method(cls, method) is None or self.to_api.method(cls, method) is not None:
+            return
+        gone = next((v.minor for v in self._index.views_between(self.from_api.minor, self._target)
+                     if v.method(cls, method) is None), self._target)
+        guard = self.guard(call)
+        if guard is not None:
+            self.skipped(call, SIGNATURE_RULE, f"{last}.{method}() call", guard)
+            return
+        self.todo(call, SIGNATURE_RULE, f"{last}.{method}() is gone on torch {self._target} (removed in {gone}): "
+                                        f"{cls.rpartition('.')[2]} has no {method}")
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
         """Qualified names of the class's bases that the index knows as classes."""

@@ -301,7 +301,7 @@ class TestClassRules(RuleTest):
     def test_wrapper_create_factory(self) -> None:
         self.check(
             "wrapper-create-factory",
-            f"""
+            """
             from torch._inductor.codegen.wrapper import WrapperCodeGen
 
             class Missing(WrapperCodeGen):
@@ -485,6 +485,14 @@ class TestSizevarsRules(RuleTest):
             V.graph.sizevars.check_equals(a, b)
             size = self.sizevars.check_equals_and_simplify(a, b)
             """,
+        )
+
+    def test_sizevars_backed_var_to_val(self) -> None:
+        # an attribute, not a method: read as a value and passed on
+        self.check(
+            "sizevars-backed-var-to-val",
+            "index = raw_index.subs(V.graph.sizevars.var_to_val)\nhints = dict(self.sizevars.var_to_val)\n",
+            "index = raw_index.subs(V.graph.sizevars.backed_var_to_val)\nhints = dict(self.sizevars.backed_var_to_val)\n",
         )
 
     def test_sizevars_check_leq(self) -> None:

@@ -15,6 +15,7 @@ from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, process_file, run
 from spyre_codemods.fileio import iter_python_files
 from spyre_codemods.import_resolution import unresolved_imports
+from spyre_codemods.redesigns import REDESIGNS, select_changes
 from spyre_codemods.upgrade import UpgradeCommand
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -22,7 +23,7 @@ T = "# TODO(spyre-adapter upgrade): "
 
 
 def _advisory(advisory_id: str) -> str:
-    return T + next(a for a in ADVISORIES if a.id == advisory_id).message
+    return T + next(a for a in (*ADVISORIES, *REDESIGNS) if a.id == advisory_id).message
 
 
 def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) -> None:
@@ -177,6 +178,25 @@ class TestSignatures(UpgradeTest):
             "2.10", "2.11",
         )
 
+    def test_a_method_gone_from_a_conventional_receiver_is_flagged(self) -> None:
+        # SizeVarAllocator.symbolic_hint: 2.11 has it, 2.12 not, and no rule renames it
+        self.check(
+            """
+            from torch._inductor.virtualized import V
+
+            def numel_hint(numel):
+                return V.graph.sizevars.symbolic_hint(numel)
+            """,
+            f"""
+            from torch._inductor.virtualized import V
+
+            def numel_hint(numel):
+                {T}sizevars.symbolic_hint() is gone on torch 2.15 (removed in 2.12): SizeVarAllocator has no symbolic_hint
+                return V.graph.sizevars.symbolic_hint(numel)
+            """,
+            "2.11", "2.15",
+        )
+
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
         result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
@@ -227,11 +247,55 @@ def test_vendor_fixture_tree_upgrades_with_every_import_resolved_or_flagged(tmp_
         ("codecache", "TritonFuture"), ("codecache", "Union"), ("triton_heuristics", "grid"),
         ("triton", "OpsHandler"), ("cpp_utils", "DEVICE_TO_ATEN")}
     report = run([tree], Job("upgrade", "2.6", "2.15", mode="write"), jobs=2)
-    assert not report.errors and len(report.changed) == 6
+    assert not report.errors and len(report.changed) == 7
     after = unresolved_imports(list(iter_python_files([tree])), "2.15", index)
     assert len(after) == 3 and all(u.marked for u in after)  # Union and OpsHandler moved
     for path in iter_python_files([tree]):
         compile(path.read_bytes(), str(path), "exec")
-    assert set(report.advisories()) == {a.id for a in ADVISORIES}  # the fixture meets every one
+    # the fixture meets every advisory and redesign
+    assert set(report.advisories()) == {a.id for a in ADVISORIES} | {r.id for r in REDESIGNS}
     again = run([tree], Job("upgrade", "2.6", "2.15", mode="check"), jobs=1)
     assert not again.changed and not again.errors
+
+
+class TestRedesigns(UpgradeTest):
+    def test_a_copy_of_make_fallback_is_flagged_where_it_reads_the_tables(self) -> None:
+        lowering = _advisory("lowering-registration")
+        decomp = _advisory("decomposition-table-cache")
+        self.check(
+            """
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.lowering import fallback_handler, lowerings
+
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                if op in decompositions and not override_decomp:
+                    raise RuntimeError(op)
+                lowerings[op] = fallback_handler(op)
+            """,
+            f"""
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.lowering import fallback_handler, lowerings
+
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                {decomp}
+                if op in decompositions and not override_decomp:
+                    raise RuntimeError(op)
+                {lowering}
+                lowerings[op] = fallback_handler(op)
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_a_redesign_applies_inside_its_window_only(self) -> None:
+        assert "fx-graph-cache-key" in {r.id for r in select_changes("2.11", "2.12")}
+        assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.12", "2.15")}
+        assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.6", "2.11")}
+
+
+def test_every_redesign_says_what_changed_what_to_do_and_where_it_was_read() -> None:
+    for r in REDESIGNS:
+        assert r.kind == "redesign" and r.registry and r.note and r.action and r.qualnames
+        # each record cites the release before and the release of the change, by file:line
+        before = f"{r.release.major}.{r.release.minor - 1}."
+        assert before in r.confirmed and f"{r.release}." in r.confirmed and ".py:" in r.confirmed
+        assert r.message.startswith(f"redesign {r.id} ({r.release}) of ") and "; to do: " in r.message
