@@ -78,6 +78,8 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._site_results: dict[int, cst.CSTNode | None] = {}
         #: TODO comments in the output (written now or found from an earlier run)
         self.notes = 0
+        #: leading lines of removed statements, for the statement after each (by id)
+        self._carried: dict[int, list[cst.EmptyLine]] = {}
         self._reset_pass_state(None)
 
     def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
@@ -248,6 +250,9 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result = cst.CSTTransformer.on_leave(self, original_node, updated_node)
         finally:
             self._stack.pop()
+        carried = self._carried.pop(id(original_node), None)
+        if carried and isinstance(result, _STATEMENT_TYPES):
+            result = result.with_changes(leading_lines=[*carried, *result.leading_lines])
         comments = self._pending_todos.pop(id(original_node), [])
         groups = self._groups.pop(id(original_node), None)
         if groups and isinstance(result, cst.CSTNode):
@@ -521,6 +526,18 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result = result.visit(_AttachAt({key: comments for key, (_, comments) in at.items()},
                                             self._attach_comments))  # type: ignore[assignment]
         return result, own
+
+    def carry_leading_lines(self, statement: cst.CSTNode) -> None:
+        """``statement`` (of the original tree, being left) is removed: its blank lines and
+        comments go to the statement after it, so nothing around the change moves."""
+        leading = list(getattr(statement, "leading_lines", ()))
+        parent = self.parent(statement)
+        body = parent.body if isinstance(parent, (cst.Module, cst.IndentedBlock)) else None
+        if not leading or not isinstance(body, (list, tuple)):
+            return
+        at = next((i for i, s in enumerate(body) if s is statement), None)
+        if at is not None and at + 1 < len(body):
+            self._carried.setdefault(id(body[at + 1]), []).extend(leading)
 
     def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
         """Report a match left alone because it sits in a compat block (and, for the
