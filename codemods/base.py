@@ -510,18 +510,30 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         own: list[str] = []
         at: dict[int, tuple[cst.CSTNode, list[str]]] = {}
         for message, on_holder, found in entries:
+            if not on_holder and found:
+                at.setdefault(id(found[0]), (found[0], []))[1].append(message)
+        # the lines each new note adds (above its statement), for the offsets after them
+        added = [(lines[key], self._new_notes(node, messages)) for key, (node, messages) in at.items()
+                 if key in lines]
+        at = {key: (node, []) for key, (node, _) in at.items()}
+        for message, on_holder, found in entries:
             comment = f"# {self.TODO_TAG}: {message}"
             first = anchor if on_holder or not found else found[0]
-            others = [n for n in found if n is not first]
-            offsets = sorted({lines[id(n)] - lines[id(first)] for n in others
-                              if first is not None and id(n) in lines and id(first) in lines})
+            offsets = set()
+            if first is not None and id(first) in lines:
+                start = lines[id(first)]
+                for n in found:
+                    if n is not first and id(n) in lines:
+                        end = lines[id(n)]
+                        offsets.add(end - start + sum(c for line, c in added if start < line <= end))
             if offsets:
-                unit = "line" if len(offsets) == 1 and abs(offsets[0]) == 1 else "lines"
-                comment += f" (also used at {', '.join(f'{o:+d}' for o in offsets)} {unit} from here)"
+                ordered = sorted(offsets)
+                unit = "line" if len(ordered) == 1 and abs(ordered[0]) == 1 else "lines"
+                comment += f" (also used at {', '.join(f'{o:+d}' for o in ordered)} {unit} from here)"
             if on_holder or not found:
                 own.append(comment)
             else:
-                at.setdefault(id(found[0]), (found[0], []))[1].append(comment)
+                at[id(found[0])][1].append(comment)
         if at:  # one pass: a rebuilt tree has new node identities
             result = result.visit(_AttachAt({key: comments for key, (_, comments) in at.items()},
                                             self._attach_comments))  # type: ignore[assignment]
@@ -580,6 +592,14 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             return result
         # Right above the statement, below any blank lines or comments it already had.
         return result.with_changes(leading_lines=[*leading, *added])
+
+    def _new_notes(self, statement: cst.CSTNode, messages: list[str]) -> int:
+        """How many of ``messages`` would add a line above ``statement`` (not there yet,
+        not replacing an earlier run's note on the same subject)."""
+        there = {self._todo_key(line.comment.value) for line in getattr(statement, "leading_lines", ())
+                 if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
+        there |= {self._todo_key(c) for c in self._header_comments}
+        return sum(1 for m in dict.fromkeys(messages) if self._todo_key(f"# {self.TODO_TAG}: {m}") not in there)
 
     def _todo_key(self, comment: str) -> str:
         """What a TODO is about: its text up to the first colon after the tag (the rule
