@@ -91,6 +91,10 @@ class _RuleIndex:
         # the most specific word of each rule: the symbol, method or keyword itself
         self.pruning_words = frozenset(w for r in rules for w in r.prefilter()[-1])
         self._cache: dict[str, Resolution] = {}
+        # a subclass check also holds for the base under its new name (a re-run sees that one)
+        self.subclass_bases = {r.id: frozenset({r.base, self.resolve(r.base).name}) for r in self.subclass_checks}
+        self.class_words |= {b.rpartition(".")[2] for bases in self.subclass_bases.values() for b in bases}
+        self.old_names += tuple(sorted({b for bases in self.subclass_bases.values() for b in bases} - set(olds)))
 
     def names_symbol(self, qualname: str) -> bool:
         """Is ``qualname`` one of the rules' symbols (or an attribute of one)?"""
@@ -554,7 +558,7 @@ class UpgradeCommand(IndexChecks):
             return True
         # Checked on the way in: a TODO may target a method, which is left before the class.
         for rule in self.index.subclass_checks:
-            if any(self.imported_qualname(base.value) == rule.base for base in node.bases):
+            if any(self.imported_qualname(base.value) in self.index.subclass_bases[rule.id] for base in node.bases):
                 self._check_subclass(node, rule)
         return True
 

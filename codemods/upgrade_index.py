@@ -9,6 +9,7 @@ these helpers; nothing here visits on its own.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
@@ -28,6 +29,7 @@ from .signatures import compare, plan_call, plan_override
 __all__ = ["IndexChecks"]
 
 IMPORTS_RULE = "import-resolution"
+_NOT_USED = re.compile(r"not used yet: (.*?)(?:; |$)")
 SIGNATURE_RULE = "signature-change"
 
 
@@ -422,13 +424,15 @@ class IndexChecks(RewriteCommand):
             addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
             problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
                                         if p not in addable]
+            where = f"{owner.rpartition('.')[2]}.{name}"
+            # the parameters added now, and those an earlier run's note says it added
+            added = {p.name for p in addable} | self._noted_unused(original, f"override of {where} on torch ")
             unused = self._unused_new_params(original, [*own_params(original), *addable], target_sig, old_sig,
-                                             {p.name for p in addable})
+                                             added)
             if not addable and not problems and not unused:
                 return updated
             if self.guard(original) is not None or base not in self._confirmed_bases():
                 return updated
-            where = f"{owner.rpartition('.')[2]}.{name}"
             if addable:
                 updated = add_params(updated, addable, self.line_limit, self.def_column(original))
                 self.record(original, SIGNATURE_RULE, "rewrite",
@@ -441,6 +445,16 @@ class IndexChecks(RewriteCommand):
                       f"base is {target_sig.render(name)}")
             return updated
         return updated
+
+    def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
+        """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""
+        prefix = f"# {self.TODO_TAG}: {subject}"
+        for line in fn.leading_lines:
+            if line.comment is not None and line.comment.value.startswith(prefix):
+                listed = _NOT_USED.search(line.comment.value)
+                if listed:
+                    return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
+        return set()
 
     @staticmethod
     def _unused_new_params(fn: cst.FunctionDef, own: Sequence[Param], base: Signature,

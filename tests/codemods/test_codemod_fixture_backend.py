@@ -109,8 +109,10 @@ def test_fixture_compat_blocks_survive_and_second_run_is_a_no_op(tmp_path: Path)
     assert text.count("left alone inside a version-guarded block") == 2
     again = process_file(tmp_path / "legacy_backend.py", Job("upgrade", "2.4", "2.15", mode="write"))
     assert again.status == "unchanged"
-    # the compat blocks and the advisories are still reported, their TODOs not repeated
-    assert {f.kind for f in again.findings} == {"skipped", "advisory"}
+    # the compat blocks, the advisories and the subclass contract (now under the base's new
+    # name) are still reported, their TODOs recognised and not repeated
+    assert {f.kind for f in again.findings} == {"skipped", "advisory", "todo"}
+    assert [f.rule for f in again.findings if f.kind == "todo"] == ["wrapper-create-factory"]
     assert (tmp_path / "legacy_backend.py").read_text(encoding="utf-8") == text
 
 

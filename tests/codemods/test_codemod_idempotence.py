@@ -7,14 +7,20 @@ whitespace and no statement carries two notes on one subject."""
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 import libcst as cst
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from libcst.codemod import CodemodContext
 
+from spyre_codemods.driver import Job, run
 from spyre_codemods.releases import parse_release
 from spyre_codemods.upgrade import UpgradeCommand
+
+from .test_codemod_fixture_backend import INDUCTOR, INSTALLED
 
 IMPORTS = [
     "from typing import Optional\n",
@@ -122,3 +128,36 @@ def test_a_second_upgrade_changes_nothing(code: str, window: tuple[str, str]) ->
     assert _upgrade(once, source, target) == once
     assert not [line for line in once.splitlines() if line != line.rstrip()]
     assert all(len(notes) == len(set(notes)) for notes in _notes_by_statement(once))
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(("tree", "source", "target"), [
+    ("vendor26", "2.6", "2.15"),
+    ("vendor26", "2.6", "2.12"),
+    ("vendor_backend", "2.6", "2.15"),
+    ("legacy_backend.py", "2.4", "2.13"),
+    ("legacy_backend.py", "2.4", "2.15"),
+    ("backend_2_11.py", "2.11", "2.15"),
+])
+def test_write_then_check_finds_nothing_on_every_fixture(tmp_path: Path, tree: str, source: str, target: str) -> None:
+    copy = tmp_path / tree
+    (shutil.copytree if (FIXTURES / tree).is_dir() else shutil.copyfile)(FIXTURES / tree, copy)
+    written = run([copy], Job("upgrade", source, target, mode="write"))
+    assert written.changed and not written.errors
+    again = run([copy], Job("upgrade", source, target, mode="check"))
+    assert not again.changed and not again.errors
+    assert again.summary()["notes"] == written.summary()["notes"]  # recognised, not added
+
+
+@pytest.mark.slow
+def test_write_then_check_finds_nothing_on_the_installed_inductors_codegen(tmp_path: Path) -> None:
+    # Inductor's own codegen package (the installed release) upgraded to 2.15
+    copy = tmp_path / "torch" / "_inductor"
+    shutil.copytree(INDUCTOR, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyi"))
+    codegen = copy / "codegen"
+    written = run([codegen], Job("upgrade", INSTALLED, "2.15", mode="write"), jobs=2)
+    assert not written.errors and written.changed
+    again = run([codegen], Job("upgrade", INSTALLED, "2.15", mode="check"), jobs=2)
+    assert not again.changed and not again.errors
