@@ -38,6 +38,8 @@ __all__ = ["RewriteCommand", "SOURCE_KEY"]
 SOURCE_KEY = "spyre_codemods.source"
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_STATEMENT_HOLDERS = (cst.Module, cst.IndentedBlock, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler,
+                      cst.ExceptStarHandler, cst.Finally, cst.MatchCase)
 _IMPORTS = (cst.Import, cst.ImportFrom)
 
 
@@ -615,6 +617,10 @@ class _AttachAt(cst.CSTTransformer):
         super().__init__()
         self._comments = comments
         self._attach = attach
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # statements live only in bodies: never descend into a line or an expression
+        return isinstance(node, _STATEMENT_HOLDERS)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
         comments = self._comments.get(id(original_node))

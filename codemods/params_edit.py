@@ -126,6 +126,7 @@ def _too_long(fn: cst.FunctionDef, names: list[str], limit: int) -> bool:
     """Does a line holding a new parameter pass ``limit`` (counted from the ``def``'s column)?"""
     header = cst.Module(body=[]).code_for_node(
         fn.with_changes(body=cst.SimpleStatementSuite([]), leading_lines=[], decorators=[]))
+    header = header.rstrip("\n").removesuffix(" pass")  # (libcst renders an empty suite as `: pass`)
     return any(len(line) > limit for line in header.splitlines()
                if any(re.search(rf"\b{re.escape(n)}\b", line) for n in names))
 

@@ -140,6 +140,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
     ("legacy_backend.py", "2.4", "2.13"),
     ("legacy_backend.py", "2.4", "2.15"),
     ("backend_2_11.py", "2.11", "2.15"),
+    ("npu_style_backend.py", "2.6", "2.15"),
 ])
 def test_write_then_check_finds_nothing_on_every_fixture(tmp_path: Path, tree: str, source: str, target: str) -> None:
     copy = tmp_path / tree
