@@ -617,6 +617,10 @@ class UpgradeCommand(IndexChecks):
             if fn is not None and any(dotted(d.decorator) == decorator for d in fn.decorators):
                 self.todo(fn, rule.id, rule.note)
 
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        self.check_patch(original_node)
+        return updated_node
+
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if isinstance(self.parent(self.parent(original_node) or original_node), cst.ClassDef):
             updated_node = self.check_override(original_node, updated_node)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 import libcst as cst
 
 from .advisories import Advisory
-from .api_index import Param, ReleaseApi, Signature, is_indexed, load_index
+from .api_index import ApiIndex, Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
@@ -44,6 +44,23 @@ def _import_statements(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Import
             if isinstance(child, list):
                 yield from _import_statements([c for c in child if isinstance(c, (ast.stmt, ast.excepthandler,
                                                                                    ast.match_case))])
+
+
+_GONE: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _gone_methods(index: ApiIndex, target: ReleaseApi, cls: str) -> frozenset[str]:
+    """Methods some indexed release's ``cls`` had that ``target``'s has not (memoised)."""
+    key = (str(target.minor), cls)
+    if key not in _GONE:
+        ever: set[str] = set()
+        for view in index.views_between("0.0", index.releases[-1]):
+            for owner in view.mro(cls):
+                module, _, name = owner.rpartition(".")
+                info = view.class_info(module, name)
+                ever.update(info[1] if info else ())
+        _GONE[key] = frozenset(m for m in ever if target.method(cls, m) is None)
+    return _GONE[key]
 
 
 def _literal(text: str) -> bool:
@@ -138,7 +155,13 @@ class IndexChecks(RewriteCommand):
         for name, homes in self._index.changed_functions(self.from_api, self.to_api).items():
             if name in bound or homes & modules:
                 words.add(name)
+        # methods of imported Inductor classes that changed: a patch (`Cls.m = f`) names them
+        for quals in bound.values():
+            for q in quals:
+                if is_indexed(q) and (self.to_api.is_class(q) or self.from_api.is_class(q)):
+                    words |= self._index.changed_methods(self.from_api, self.to_api, q)
         attributes = {receiver: self._index.changed_methods(self.from_api, self.to_api, cls)
+                      | _gone_methods(self._index, self.to_api, cls)
                       for receiver, cls in RECEIVERS.items()}
         return words, attributes
 
@@ -294,12 +317,16 @@ class IndexChecks(RewriteCommand):
         self._signature_cache[key] = found
         return found
 
-    def _method_pair(self, cls: str, method: str) -> tuple[Signature, Signature, Release] | None:
+    @staticmethod
+    def _method_lookup(cls: str, method: str) -> Callable[[ReleaseApi], Signature | None]:
         def lookup(view: ReleaseApi) -> Signature | None:
             hit = view.method(cls, method)
             return hit[1] if hit else None
 
-        return self._signature_pair((cls, method), lookup)
+        return lookup
+
+    def _method_pair(self, cls: str, method: str) -> tuple[Signature, Signature, Release] | None:
+        return self._signature_pair((cls, method), self._method_lookup(cls, method))
 
     def _callee_pairs(self, call: cst.Call) -> tuple[str, tuple[Signature, Signature, Release]] | None:
         func = call.func
@@ -377,16 +404,58 @@ class IndexChecks(RewriteCommand):
         if cls is None or self.to_api is None or self.from_api is None:
             return
         method = func.attr.value
-        if self.from_api.method(cls, method) is None or self.to_api.method(cls, method) is not None:
+        if self.to_api.method(cls, method) is not None:
             return
-        gone = next((v.minor for v in self._index.views_between(self.from_api.minor, self._target)
-                     if v.method(cls, method) is None), self._target)
+        if self.from_api.method(cls, method) is not None:
+            gone = next((v.minor for v in self._index.views_between(self.from_api.minor, self._target)
+                         if v.method(cls, method) is None), self._target)
+            why = f"removed in {gone}"
+        else:
+            # not on the source release either: code written for an older one (dead or broken)
+            last_seen = [v.minor for v in self._index.views_between("0.0", self._target) if v.method(cls, method)]
+            if not last_seen:
+                return  # never Inductor's: the receiver is something else
+            why = f"last in {last_seen[-1]}, not on torch {self.from_api.minor} either"
         guard = self.guard(call)
         if guard is not None:
             self.skipped(call, SIGNATURE_RULE, f"{last}.{method}() call", guard)
             return
-        self.todo(call, SIGNATURE_RULE, f"{last}.{method}() is gone on torch {self._target} (removed in {gone}): "
+        self.todo(call, SIGNATURE_RULE, f"{last}.{method}() is gone on torch {self._target} ({why}): "
                                         f"{cls.rpartition('.')[2]} has no {method}")
+
+    def check_patch(self, assign: cst.Assign) -> None:
+        """``lowering.make_fallback = npu_make_fallback``: a vendor function put in place of
+        an Inductor function or method. Inductor calls it with the target's parameters: a
+        TODO when they changed since the source release, or when the target is gone."""
+        if not self.index_active or len(assign.targets) != 1 \
+                or not isinstance(assign.value, (cst.Name, cst.Attribute)):
+            return
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Attribute):
+            return
+        qual = self._from_torch(target, confirm=False)
+        if qual is None or not is_indexed(qual):
+            return
+        assert self.from_api is not None and self.to_api is not None
+        owner, _, attr = qual.rpartition(".")
+        lookup = self._method_lookup(owner, attr) if self.from_api.is_class(owner) or self.to_api.is_class(owner) \
+            else (lambda view: view.function(qual))
+        if lookup(self.from_api) is None or self._from_torch(target) != qual:
+            return  # not a callable Inductor had on the source release
+        short = f"{owner.rpartition('.')[2]}.{attr}"
+        if lookup(self.to_api) is None:
+            message = f"patches {short}, which is gone on torch {self._target}: Inductor no longer calls it"
+        else:
+            pair = self._signature_pair(("patch", qual), lookup)
+            if pair is None:
+                return
+            message = (f"patches {short}, whose parameters changed in {pair[2]}: the replacement must accept "
+                       f"{pair[1].render(attr)}")
+        guard = self.guard(assign)
+        if guard is not None:
+            self.skipped(assign, SIGNATURE_RULE, f"patch of {short}", guard)
+            return
+        self.todo(assign, SIGNATURE_RULE, message)
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
         """Qualified names of the class's bases that the index knows as classes."""

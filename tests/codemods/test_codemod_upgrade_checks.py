@@ -197,6 +197,55 @@ class TestSignatures(UpgradeTest):
             "2.11", "2.15",
         )
 
+    def test_a_method_already_gone_on_the_source_release_is_flagged_too(self) -> None:
+        # guard_leq went in 2.9 (the rule renaming it applies from older releases only)
+        self.check(
+            """
+            from torch._inductor.virtualized import V
+
+            def check(index, size):
+                V.graph.sizevars.guard_leq(0, index)
+                return V.graph.sizevars.check_lt(index, size)
+            """,
+            f"""
+            from torch._inductor.virtualized import V
+
+            def check(index, size):
+                {T}sizevars.guard_leq() is gone on torch 2.12 (last in 2.8, not on torch 2.11 either): SizeVarAllocator has no guard_leq
+                V.graph.sizevars.guard_leq(0, index)
+                return V.graph.sizevars.check_lt(index, size)
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_a_patch_of_an_inductor_function_or_method_must_accept_the_new_parameters(self) -> None:
+        # make_fallback gained get_decomp_fn (2.12); CachingAutotuner.precompile is unchanged
+        self.check(
+            """
+            from torch._inductor import lowering as inductor_lowering
+            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+            from .lowering import npu_make_fallback, npu_precompile
+
+            def patch():
+                inductor_lowering.make_fallback = npu_make_fallback
+                CachingAutotuner.precompile = npu_precompile
+            """,
+            f"""
+            from torch._inductor import lowering as inductor_lowering
+            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+            from .lowering import npu_make_fallback, npu_precompile
+
+            def patch():
+                {T}patches lowering.make_fallback, whose parameters changed in 2.12: the replacement must accept make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+                {_advisory("lowering-registration")}
+                inductor_lowering.make_fallback = npu_make_fallback
+                CachingAutotuner.precompile = npu_precompile
+            """,
+            "2.11", "2.12", package="vendor",
+        )
+
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
         result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
