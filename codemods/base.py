@@ -28,7 +28,7 @@ from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
 from .names import absolutize, dotted, import_from_module
-from .params_edit import line_limit
+from .params_edit import fit_call_args, line_limit
 from .prune import WordTest
 from .report import Finding, FindingKind
 
@@ -227,6 +227,20 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             source = b"".join(smap.lines) if smap is not None else self.module.bytes
             self._line_limit = line_limit(source.decode("utf-8", "replace"))
         return self._line_limit
+
+    def fit_call(self, original: cst.Call, updated: cst.Call, first: int) -> cst.Call:
+        """``updated`` (a one-line call whose arguments from ``first`` on were rewritten)
+        broken before argument ``first`` when its line would pass the file's limit."""
+        text = self.text(original)
+        statement = next((a for a in self.ancestors(original) if isinstance(a, _STATEMENT_TYPES)), None)
+        if "\n" in text or statement is None or first <= 0:
+            return updated
+        line = self.text(statement.with_changes(leading_lines=[])).split("\n", 1)[0]  # type: ignore[attr-defined]
+        at = line.find(text)
+        if at < 0:
+            return updated
+        return fit_call_args(updated, first, self.line_limit, self.def_column(statement), at,
+                             len(line) - at - len(text))
 
     def def_column(self, node: cst.CSTNode) -> int:
         """Column of a statement of the original tree (its block depth times the indent)."""

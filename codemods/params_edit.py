@@ -16,7 +16,7 @@ import libcst as cst
 
 from .api_index import Param
 
-__all__ = ["NO_SPACE", "add_params", "line_limit"]
+__all__ = ["NO_SPACE", "add_params", "fit_call_args", "line_limit"]
 
 _Item = Union[cst.Param, cst.ParamStar, cst.ParamSlash]
 NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
@@ -141,3 +141,27 @@ def _reassemble(p: cst.Parameters, items: list[_Item]) -> cst.Parameters:
     star_kwarg = next(it) if p.star_kwarg is not None else None
     return p.with_changes(posonly_params=posonly, posonly_ind=slash, params=params, star_arg=star,
                           kwonly_params=kwonly, star_kwarg=star_kwarg)
+
+
+def fit_call_args(call: cst.Call, first: int, limit: int, indent: int, prefix: int, suffix: int) -> cst.Call:
+    """A one-line ``call`` at column ``indent + prefix`` (``suffix`` characters after it on its
+    line) that would pass ``limit``: broken before argument ``first``, continuing under the
+    first argument; one argument per line when that is still too long."""
+    code = cst.Module(body=[]).code_for_node(call)
+    if "\n" in code or indent + prefix + len(code) + suffix <= limit or not 0 < first < len(call.args):
+        return call
+    column = prefix + len(cst.Module(body=[]).code_for_node(call.func)) + 1
+    broken = cst.ParenthesizedWhitespace(indent=True, last_line=cst.SimpleWhitespace(" " * column))
+
+    def break_before(args: list[cst.Arg], at: int) -> None:
+        comma = args[at - 1].comma if isinstance(args[at - 1].comma, cst.Comma) else cst.Comma()
+        args[at - 1] = args[at - 1].with_changes(comma=comma.with_changes(whitespace_after=broken))
+
+    args = list(call.args)
+    break_before(args, first)
+    once = call.with_changes(args=args)
+    if indent + len(cst.Module(body=[]).code_for_node(once).split("\n")[-1]) + suffix <= limit:
+        return once
+    for at in range(first + 1, len(args)):  # still too long: one argument per line
+        break_before(args, at)
+    return call.with_changes(args=args)

@@ -549,7 +549,8 @@ class UpgradeCommand(IndexChecks):
                         f"{rule.callee.short}: arguments after #{rule.keep_positional} passed by keyword")
         if removed:
             self.todo(original, rule.id, f"{rule.note} ({rule.since}); drop or replace: {', '.join(sorted(set(removed)))}")
-        return updated.with_changes(args=args)
+        return self.fit_call(original, updated.with_changes(args=args), keep) if extra_positional \
+            else updated.with_changes(args=args)
 
     # ---- class and method definitions -----------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:

@@ -20,7 +20,7 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
-from .params_edit import NO_SPACE, add_params
+from .params_edit import NO_SPACE, add_params, fit_call_args
 from .redesigns import select_changes
 from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
@@ -384,7 +384,7 @@ class IndexChecks(RewriteCommand):
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
                 args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=NO_SPACE)
-            updated = updated.with_changes(args=args)
+            updated = self.fit_call(original, updated.with_changes(args=args), min(plan.to_keyword))
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
             self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "

@@ -8,7 +8,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 
 from spyre_codemods.api_index import Param
-from spyre_codemods.params_edit import add_params, line_limit
+from spyre_codemods.params_edit import add_params, fit_call_args, line_limit
 from spyre_codemods.upgrade import UpgradeCommand
 
 from .test_codemod_upgrade_checks import UpgradeTest
@@ -146,3 +146,18 @@ def test_the_line_limit_is_the_files_own() -> None:
     assert line_limit("x = 1\n") == 79
     assert line_limit("y = " + "1" * 96 + "\n# " + "c" * 200 + "\n") == 100
     assert line_limit("z = '" + "a" * 300 + "'\n") == 120
+
+
+def _fitted(code: str, first: int, limit: int, indent: int = 4) -> str:
+    call = cst.parse_expression(code)
+    assert isinstance(call, cst.Call)
+    return cst.Module(body=[]).code_for_node(fit_call_args(call, first, limit, indent, 0, 0))
+
+
+def test_a_rewritten_call_is_broken_under_its_first_argument_only_when_too_long() -> None:
+    code = "reg('npu', Sched, Wrapper, device_cpp_wrapper_codegen=CppWrapper)"
+    assert _fitted(code, 3, 79) == code
+    assert _fitted(code, 3, 60) == "reg('npu', Sched, Wrapper,\n    device_cpp_wrapper_codegen=CppWrapper)"
+    # still too long after one break: one argument per line
+    assert _fitted("f(a, b=1, c=2, d=3)", 1, 12, indent=0) == "f(a,\n  b=1,\n  c=2,\n  d=3)"
+    assert _fitted("f(a,\n  b=1)", 1, 5) == "f(a,\n  b=1)"  # already laid out by its author
