@@ -20,7 +20,7 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
-from .params_edit import NO_SPACE, add_params, fit_call_args
+from .params_edit import NO_SPACE, add_params
 from .redesigns import select_changes
 from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
