@@ -478,7 +478,7 @@ class IndexChecks(RewriteCommand):
         if not bases or self.to_api is None or (name.startswith("__") and name not in CHECKED_DUNDERS):
             return updated
         for base in bases:
-            hit = self.to_api.method(base, name)
+            hit = self.to_api.method(self._on_target(base), name)
             old_hit = self.from_api.method(base, name) if self.from_api is not None else None
             if hit is None:
                 if old_hit is not None and self.guard(original) is None and base in self._confirmed_bases():
@@ -514,6 +514,16 @@ class IndexChecks(RewriteCommand):
                       f"base is {target_sig.render(name)}")
             return updated
         return updated
+
+    def _on_target(self, cls: str) -> str:
+        """``cls`` where the target release has it (a class that moved is looked up at its
+        new home: its methods are not gone because its module is)."""
+        assert self.to_api is not None
+        if self.to_api.is_class(cls):
+            return cls
+        module, _, name = cls.rpartition(".")
+        verdict = self.resolver.check(module, name) if self.resolver.active else None
+        return f"{verdict.module}.{verdict.name}" if verdict is not None and verdict.moves else cls
 
     def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
         """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""

@@ -246,6 +246,16 @@ class TestSignatures(UpgradeTest):
             "2.11", "2.12", package="vendor",
         )
 
+    def test_a_base_that_moved_keeps_its_methods(self) -> None:
+        # template_heuristics became heuristics.template (2.14); should_run did not go
+        result = UpgradeCommand(CodemodContext(), "2.13", "2.15").transform_module(cst.parse_module(
+            "from torch._inductor.template_heuristics.base import TemplateConfigHeuristics\n\n"
+            "class H(TemplateConfigHeuristics):\n"
+            "    def should_run(self, inputs):\n"
+            "        return True\n")).code
+        assert "from torch._inductor.heuristics.template.base import TemplateConfigHeuristics" in result
+        assert "is gone" not in result
+
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
         result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
