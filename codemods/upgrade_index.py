@@ -152,17 +152,25 @@ class IndexChecks(RewriteCommand):
             return words, {}
         # functions: those imported by name, or living in a module the file imports
         modules = {q for quals in bound.values() for q in quals}
-        for name, homes in self._index.changed_functions(self.from_api, self.to_api).items():
+        changed = self._index.changed_functions(self.from_api, self.to_api)
+        for name, homes in changed.items():
             if name in bound or homes & modules:
                 words.add(name)
-        # methods of imported Inductor classes that changed: a patch (`Cls.m = f`) names them
-        for quals in bound.values():
-            for q in quals:
-                if is_indexed(q) and (self.to_api.is_class(q) or self.from_api.is_class(q)):
-                    words |= self._index.changed_methods(self.from_api, self.to_api, q)
+        # and their local aliases (`from ..utils import ceildiv as cdiv`)
+        for local, quals in bound.items():
+            if any(q.rpartition(".")[0] in changed.get(q.rpartition(".")[2], ()) for q in quals):
+                words.add(local)
         attributes = {receiver: self._index.changed_methods(self.from_api, self.to_api, cls)
                       | _gone_methods(self._index, self.to_api, cls)
                       for receiver, cls in RECEIVERS.items()}
+        # an imported Inductor class's changed methods, as `Cls.m`: a call through the class
+        # (`CppCodeCache.load(...)`) or a patch (`Cls.m = f`)
+        for local, quals in bound.items():
+            for q in quals:
+                if is_indexed(q) and (self.to_api.is_class(q) or self.from_api.is_class(q)):
+                    changed = self._index.changed_methods(self.from_api, self.to_api, q)
+                    if changed:
+                        attributes[local] = attributes.get(local, frozenset()) | changed
         return words, attributes
 
     def class_words(self) -> frozenset[str]:

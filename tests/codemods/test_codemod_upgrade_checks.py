@@ -256,6 +256,18 @@ class TestSignatures(UpgradeTest):
         assert "from torch._inductor.heuristics.template.base import TemplateConfigHeuristics" in result
         assert "is gone" not in result
 
+    def test_calls_through_an_alias_or_an_imported_class_are_checked(self) -> None:
+        # ceildiv's numer became number (2.8); CppCodeCache.load lost source_code (2.8)
+        result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(cst.parse_module(
+            "from torch._inductor.codecache import CppCodeCache\n"
+            "from torch._inductor.utils import ceildiv as cdiv\n\n"
+            "def blocks(n):\n"
+            "    return cdiv(numer=n, denom=64)\n\n"
+            "def build(code):\n"
+            "    return CppCodeCache.load(code, device_type='cpu')\n")).code
+        assert "ceildiv() changed in 2.8: keyword numer= is gone; its place is now number" in result
+        assert "CppCodeCache.load() changed in 2.8" in result or "load() changed in 2.8" in result
+
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
         result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
