@@ -29,9 +29,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import resource
 import platform
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,12 +42,13 @@ from typing import Any
 
 import libcst as cst
 
-from spyre_adapter.cli.argcheck import ArgumentParser, existing_dir, int_range, output_file
 from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, run
 from spyre_codemods.fileio import iter_python_files
 from spyre_codemods.import_resolution import unresolved_imports
 from spyre_codemods.report import write_json
+
+from spyre_adapter.cli.argcheck import ArgumentParser, existing_dir, int_range, output_file
 
 REPO = Path(__file__).resolve().parents[1]
 VENDOR_FIXTURE = REPO / "tests" / "codemods" / "fixtures" / "vendor26"
@@ -102,12 +104,31 @@ def import_audit(tree: Path, source: str, target: str) -> dict[str, Any]:
         copy = _package_copy(tree, Path(tmp))
         report = run([copy], Job("upgrade", source, target, mode="write"), jobs=2)
         after = unresolved_imports(list(iter_python_files([copy])), target, index)
+        summary = report.summary()
+        # idempotence: the written tree needs nothing more, and its notes are recognised
+        again = run([copy], Job("upgrade", source, target, mode="check"), jobs=2)
         written = {"changed": len(report.changed), "errors": len(report.errors),
-                   "advisories": report.advisories(), "findings": report.summary()["findings"]}
+                   "advisories": report.advisories(), "findings": summary["findings"],
+                   "notes": summary["notes"], "noted_sites": summary["noted_sites"],
+                   "sites_per_note": round(summary["noted_sites"] / summary["notes"], 2) if summary["notes"] else 0,
+                   "check_after_write": {"changed": len(again.changed), "errors": len(again.errors),
+                                         "notes": again.summary()["notes"]}}
     return {"unresolved_before": len(before), "unresolved_after": len(after),
             "unresolved_after_with_todo": sum(1 for u in after if u.marked),
             "unresolved_after_without_todo": sum(1 for u in after if not u.marked),
             "write_pass": written}
+
+
+def cli_wall(tree: Path, source: str, target: str, jobs: int) -> dict[str, float]:
+    """``spyre-adapter upgrade --check -jN`` as a user runs it: wall time from the
+    process's start (interpreter, imports, index load) to its exit."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "spyre_codemods", "upgrade", "--from", source, "--to", target,
+                           "--check", "-j", str(jobs), "--no-progress", str(tree)], capture_output=True)
+    seconds = time.perf_counter() - start
+    files = sum(1 for _ in iter_python_files([tree]))
+    return {"jobs": jobs, "seconds": seconds, "files": files, "files_per_s": files / seconds,
+            "exit_code": done.returncode}
 
 
 def _package_copy(tree: Path, dest: Path) -> Path:
@@ -165,7 +186,8 @@ def measure(name: str, tree: Path, source: str, target: str, jobs: list[int]) ->
                      "ratio_files_per_s": mod["files_per_s"] / base["files_per_s"],
                      "ratio_lines_per_s": mod["lines_per_s"] / base["lines_per_s"]})
     return {"name": name, "tree": str(tree), "from": source, "to": target, "files": len(files),
-            "lines": rows[0]["baseline"]["lines"], "runs": rows, "imports": import_audit(tree, source, target)}
+            "lines": rows[0]["baseline"]["lines"], "runs": rows, "imports": import_audit(tree, source, target),
+            "cli_with_startup": cli_wall(tree, source, target, max(jobs))}
 
 
 def _print(result: dict[str, Any]) -> None:
@@ -186,6 +208,11 @@ def _print(result: dict[str, Any]) -> None:
     print(f"unresolved torch._inductor/_dynamo imports on {result['to']}: before {imports['unresolved_before']}, "
           f"after {imports['unresolved_after']} ({imports['unresolved_after_with_todo']} with a TODO, "
           f"{imports['unresolved_after_without_todo']} without)")
+    written, cli = imports["write_pass"], result["cli_with_startup"]
+    print(f"write pass: {written['notes']} notes for {written['noted_sites']} sites "
+          f"({written['sites_per_note']} sites per note); check after write: {written['check_after_write']}")
+    print(f"CLI --check -j{cli['jobs']} with start-up: {cli['seconds']:.2f}s, {cli['files_per_s']:.1f} files/s "
+          f"(exit {cli['exit_code']})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,11 @@ class Advisory:
     methods: tuple[tuple[str | None, str], ...] = ()
     base: str | None = None
     base_methods: tuple[str, ...] = ()
+    #: "redesign" (see :mod:`spyre_codemods.redesigns`): ``registry`` names what was
+    #: redesigned and ``action`` what to do about it
+    kind: str = "advisory"
+    registry: str = ""
+    action: str = ""
 
     def applies(self, source: Release, target: Release) -> bool:
         return source < self.release <= target
@@ -51,6 +56,8 @@ class Advisory:
 
     @property
     def message(self) -> str:
+        if self.kind == "redesign":
+            return f"redesign {self.id} ({self.release}) of {self.registry}: {self.note}; to do: {self.action}"
         return f"advisory {self.id} ({self.release}): {self.note}"
 
 

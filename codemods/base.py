@@ -20,22 +20,16 @@ from typing import ClassVar
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import (
-    Assignment,
-    ImportAssignment,
-    MetadataWrapper,
-    ParentNodeProvider,
-    QualifiedNameSource,
-    Scope,
-    ScopeProvider,
-)
+from libcst.metadata import (Assignment, ImportAssignment, MetadataWrapper, ParentNodeProvider, QualifiedNameSource,
+                             Scope, ScopeProvider)
 
 from .bindings import UNKNOWN, ModuleBindings
 from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
-from .prune import WordTest
 from .names import absolutize, dotted, import_from_module
+from .params_edit import fit_call_args, line_limit
+from .prune import WordTest
 from .report import Finding, FindingKind
 
 __all__ = ["RewriteCommand", "SOURCE_KEY"]
@@ -44,6 +38,8 @@ __all__ = ["RewriteCommand", "SOURCE_KEY"]
 SOURCE_KEY = "spyre_codemods.source"
 
 _STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+_STATEMENT_HOLDERS = (cst.Module, cst.IndentedBlock, cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler,
+                      cst.ExceptStarHandler, cst.Finally, cst.MatchCase)
 _IMPORTS = (cst.Import, cst.ImportFrom)
 
 
@@ -79,6 +75,13 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
         self._header_comments: set[str] = set()
+        #: grouped notes: holder id -> message -> site statements (see group_todo)
+        self._groups: dict[int, dict[str, list[cst.CSTNode]]] = {}
+        self._site_results: dict[int, cst.CSTNode | None] = {}
+        #: TODO comments in the output (written now or found from an earlier run)
+        self.notes = 0
+        #: leading lines of removed statements, for the statement after each (by id)
+        self._carried: dict[int, list[cst.EmptyLine]] = {}
         self._reset_pass_state(None)
 
     def _reset_pass_state(self, wrapper: MetadataWrapper | None) -> None:
@@ -95,6 +98,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._bindings: ModuleBindings | None = None
         self._prune: WordTest | None = None
         self._source_map: SourceMap | None | bool = False  # False: not built yet
+        self._line_limit: int | None = None
 
     # ---- running ------------------------------------------------------------
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -175,7 +179,8 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             else:
                 if text is None:
                     text = self.module.code_for_node(node).encode()
-                descend = self._prune.hits(text, extra)
+                # a block holding a note of an earlier run is visited, so the note is recognised
+                descend = self._prune.hits(text, extra) or self.TODO_TAG.encode() in text
         return descend
 
     def extra_prune_words(self, node: cst.CSTNode) -> frozenset[str]:
@@ -215,6 +220,34 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             self._source_map = source_map(self._wrapper.module, source)
         return self._source_map  # type: ignore[return-value]
 
+    @property
+    def line_limit(self) -> int:
+        """The file's line length (see :func:`~spyre_codemods.params_edit.line_limit`)."""
+        if self._line_limit is None:
+            smap = self.source_map
+            source = b"".join(smap.lines) if smap is not None else self.module.bytes
+            self._line_limit = line_limit(source.decode("utf-8", "replace"))
+        return self._line_limit
+
+    def fit_call(self, original: cst.Call, updated: cst.Call, first: int) -> cst.Call:
+        """``updated`` (a one-line call whose arguments from ``first`` on were rewritten)
+        broken before argument ``first`` when its line would pass the file's limit."""
+        text = self.text(original)
+        statement = next((a for a in self.ancestors(original) if isinstance(a, _STATEMENT_TYPES)), None)
+        if "\n" in text or statement is None or first <= 0:
+            return updated
+        line = self.text(statement.with_changes(leading_lines=[])).split("\n", 1)[0]  # type: ignore[attr-defined]
+        at = line.find(text)
+        if at < 0:
+            return updated
+        return fit_call_args(updated, first, self.line_limit, self.def_column(statement), at,
+                             len(line) - at - len(text))
+
+    def def_column(self, node: cst.CSTNode) -> int:
+        """Column of a statement of the original tree (its block depth times the indent)."""
+        depth = sum(1 for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock))
+        return depth * len(self.module.default_indent)
+
     def must_visit_lines(self) -> frozenset[int]:
         """Lines of the original file that must be visited whatever their block says."""
         return frozenset()
@@ -234,9 +267,18 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result = cst.CSTTransformer.on_leave(self, original_node, updated_node)
         finally:
             self._stack.pop()
-        comments = self._pending_todos.pop(id(original_node), None)
+        carried = self._carried.pop(id(original_node), None)
+        if carried and isinstance(result, _STATEMENT_TYPES):
+            result = result.with_changes(leading_lines=[*carried, *result.leading_lines])
+        comments = self._pending_todos.pop(id(original_node), [])
+        groups = self._groups.pop(id(original_node), None)
+        if groups and isinstance(result, cst.CSTNode):
+            result, own = self._place_notes(original_node, result, groups)
+            comments = [*comments, *own]
         if comments:
             result = self._attach_comments(result, comments)
+        if id(original_node) in self._site_results:
+            self._site_results[id(original_node)] = result if isinstance(result, cst.CSTNode) else None
         return result
 
     @property
@@ -446,6 +488,86 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             if kind is not None:
                 self.record(node, rule, kind, message, category)
 
+    def group_todo(self, node: cst.CSTNode, rule: str, message: str, kind: FindingKind = "advisory") -> None:
+        """Like :meth:`todo`, but one note per place: the uses of ``message`` in one
+        function or class (the innermost around the use), else at the module level, share
+        one TODO above the first of them that lists the lines of the others. Each use
+        site is still a finding."""
+        statement = node if isinstance(node, _STATEMENT_TYPES) else next(
+            (a for a in self.ancestors(node) if isinstance(a, _STATEMENT_TYPES)), None)
+        if statement is None:
+            return
+        holder = self._note_holder(statement)
+        sites = self._groups.setdefault(id(holder), {}).setdefault(message, [])
+        if all(s is not statement for s in sites):
+            sites.append(statement)
+            self._site_results.setdefault(id(statement), None)
+            self.record(node, rule, kind, message)
+
+    def _note_holder(self, statement: cst.CSTNode) -> cst.CSTNode:
+        # the innermost function or class around the statement (a decorated def's
+        # decorators belong to the function that holds the def)
+        path = [statement, *self.ancestors(statement)]  # innermost first, the module last
+        holder = next((a for a in path[1:] if isinstance(a, (cst.FunctionDef, cst.ClassDef))), None)
+        return holder if holder is not None else path[-1]
+
+    def _place_notes(self, holder: cst.CSTNode, result: cst.CSTNode, groups: dict[str, list[cst.CSTNode]]
+                     ) -> tuple[cst.CSTNode, list[str]]:
+        """Put each grouped note above its first use in ``result`` (the holder, left),
+        naming the lines of the other uses relative to it; a note whose use is the holder
+        itself (a class) goes above the holder (returned). Lines are counted in the
+        output, so a re-run words the note the same."""
+        entries = []
+        for message, sites in groups.items():
+            found = [self._site_results.get(id(s)) for s in sites if s is not holder]
+            entries.append((message, any(s is holder for s in sites), [n for n in found if n is not None]))
+        anchor = result.name if isinstance(result, (cst.FunctionDef, cst.ClassDef)) else None
+        wanted = [n for _, _, found in entries for n in found] + ([anchor] if anchor is not None else [])
+        lines = node_lines(self.module, wanted, within=result) if wanted else {}
+        own: list[str] = []
+        at: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for message, on_holder, found in entries:
+            if not on_holder and found:
+                at.setdefault(id(found[0]), (found[0], []))[1].append(message)
+        # the lines each new note adds (above its statement), for the offsets after them
+        added = [(lines[key], self._new_notes(node, messages)) for key, (node, messages) in at.items()
+                 if key in lines]
+        at = {key: (node, []) for key, (node, _) in at.items()}
+        for message, on_holder, found in entries:
+            comment = f"# {self.TODO_TAG}: {message}"
+            first = anchor if on_holder or not found else found[0]
+            offsets = set()
+            if first is not None and id(first) in lines:
+                start = lines[id(first)]
+                for n in found:
+                    if n is not first and id(n) in lines:
+                        end = lines[id(n)]
+                        offsets.add(end - start + sum(c for line, c in added if start < line <= end))
+            if offsets:
+                ordered = sorted(offsets)
+                unit = "line" if len(ordered) == 1 and abs(ordered[0]) == 1 else "lines"
+                comment += f" (also used at {', '.join(f'{o:+d}' for o in ordered)} {unit} from here)"
+            if on_holder or not found:
+                own.append(comment)
+            else:
+                at[id(found[0])][1].append(comment)
+        if at:  # one pass: a rebuilt tree has new node identities
+            result = result.visit(_AttachAt({key: comments for key, (_, comments) in at.items()},
+                                            self._attach_comments))  # type: ignore[assignment]
+        return result, own
+
+    def carry_leading_lines(self, statement: cst.CSTNode) -> None:
+        """``statement`` (of the original tree, being left) is removed: its blank lines and
+        comments go to the statement after it, so nothing around the change moves."""
+        leading = list(getattr(statement, "leading_lines", ()))
+        parent = self.parent(statement)
+        body = parent.body if isinstance(parent, (cst.Module, cst.IndentedBlock)) else None
+        if not leading or not isinstance(body, (list, tuple)):
+            return
+        at = next((i for i, s in enumerate(body) if s is statement), None)
+        if at is not None and at + 1 < len(body):
+            self._carried.setdefault(id(body[at + 1]), []).extend(leading)
+
     def skipped(self, node: cst.CSTNode, rule: str, what: str, guard: str, hint: str = "") -> None:
         """Report a match left alone because it sits in a compat block (and, for the
         upgrade, mark it with a TODO: the block may be obsolete on the new release)."""
@@ -466,8 +588,55 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             return result
         leading = list(result.leading_lines)
         present = {line.comment.value for line in leading if line.comment is not None} | self._header_comments
-        new_lines = [cst.EmptyLine(comment=cst.Comment(c)) for c in comments if c not in present]
-        if not new_lines:
+        header_keys = {self._todo_key(c) for c in self._header_comments}
+        # a TODO an earlier run left (same subject, other words) is updated where it is
+        earlier = {self._todo_key(line.comment.value): i for i, line in enumerate(leading)
+                   if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
+        added: list[cst.EmptyLine] = []
+        updated = False
+        for comment in dict.fromkeys(comments):
+            self.notes += 1
+            key = self._todo_key(comment)
+            if comment in present or key in header_keys:
+                continue
+            if key in earlier:
+                i = earlier.pop(key)
+                leading[i] = leading[i].with_changes(comment=cst.Comment(comment))
+                updated = True
+            else:
+                added.append(cst.EmptyLine(comment=cst.Comment(comment)))
+        if not updated and not added:
             return result
         # Right above the statement, below any blank lines or comments it already had.
-        return result.with_changes(leading_lines=[*leading, *new_lines])
+        return result.with_changes(leading_lines=[*leading, *added])
+
+    def _new_notes(self, statement: cst.CSTNode, messages: list[str]) -> int:
+        """How many of ``messages`` would add a line above ``statement`` (not there yet,
+        not replacing an earlier run's note on the same subject)."""
+        there = {self._todo_key(line.comment.value) for line in getattr(statement, "leading_lines", ())
+                 if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
+        there |= {self._todo_key(c) for c in self._header_comments}
+        return sum(1 for m in dict.fromkeys(messages) if self._todo_key(f"# {self.TODO_TAG}: {m}") not in there)
+
+    def _todo_key(self, comment: str) -> str:
+        """What a TODO is about: its text up to the first colon after the tag (the rule
+        or advisory and the symbol, e.g. ``override of CachingAutotuner.precompile``)."""
+        body = comment.removeprefix(f"# {self.TODO_TAG}: ")
+        return body.partition(": ")[0]
+
+
+class _AttachAt(cst.CSTTransformer):
+    """Attach comments to the statements with the given ids (of the tree visited)."""
+
+    def __init__(self, comments: dict[int, list[str]], attach: Callable[..., object]) -> None:
+        super().__init__()
+        self._comments = comments
+        self._attach = attach
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # statements live only in bodies: never descend into a line or an expression
+        return isinstance(node, _STATEMENT_HOLDERS)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
+        comments = self._comments.get(id(original_node))
+        return updated_node if comments is None else self._attach(updated_node, comments)

@@ -15,12 +15,13 @@ from typing import Any, NoReturn
 
 from .advisories import ADVISORIES
 from .driver import Job, run
+from .redesigns import REDESIGNS
 from .releases import KNOWN_RELEASES, known_release, parse_release
 from .report import FileResult, RunReport, write_json
 from .rule_table import RULES
 from .rules import select_rules
 
-__all__ = ["register", "main", "rules_markdown", "advisories_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
+__all__ = ["register", "main", "rules_markdown", "advisories_markdown", "redesigns_markdown", "EXIT_OK", "EXIT_CHANGES", "EXIT_ERROR"]
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR = 0, 1, 2
 
@@ -152,6 +153,16 @@ def advisories_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def redesigns_markdown() -> str:
+    """The redesign table as Markdown."""
+    lines = ["| id | release | registry or protocol | what changed | what to do | confirmed in |",
+             "|---|---|---|---|---|---|"]
+    for r in REDESIGNS:
+        cells = [f"`{r.id}`", str(r.release), r.registry, r.note, r.action, r.confirmed]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def run_upgrade(args: argparse.Namespace) -> int:
     """Entry point of ``upgrade`` (returns the exit code)."""
     if parse_release(args.target) < parse_release(args.source):
@@ -219,16 +230,21 @@ def _summary(report: RunReport) -> None:
     changed = "changed" if report.options.get("mode") == "write" else "to change"
     print(f"{report.command}: {s['files']} file(s), {s['changed']} {changed}, {s['errors']} error(s), "
           f"{todos} TODO(s), {skipped} match(es) left in compat blocks, {s['seconds']:.2f}s", file=sys.stderr)
+    if s["noted_sites"]:
+        print(f"notes: {s['notes']} TODO note(s) in the code for {s['noted_sites']} site(s) "
+              f"(advisories: one note per function, class or module)", file=sys.stderr)
     sites = s.get("sites")
     if sites:
         print(f"internal-use sites: {sites['sites']}, rewritten onto stable names {sites['rewritten']} "
               f"({100 * sites['rewritten_share']:.1f} %), TODO {sites['todo']}, left in compat blocks "
               f"{sites['skipped']}", file=sys.stderr)
-    advisories = report.advisories()
-    if advisories:
-        listed = ", ".join(f"{rule} x{count}" for rule, count in advisories.items())
-        print(f"advisories (behaviour changed behind unchanged names; a TODO at each site): {listed}",
-              file=sys.stderr)
+    redesigns = {r.id for r in REDESIGNS}
+    for label, found in (("advisories (behaviour changed behind unchanged names; sites)",
+                          {k: n for k, n in report.advisories().items() if k not in redesigns}),
+                         ("redesigns (a registry or protocol changed meaning; sites)",
+                          {k: n for k, n in report.advisories().items() if k in redesigns})):
+        if found:
+            print(f"{label}: {', '.join(f'{rule} x{count}' for rule, count in found.items())}", file=sys.stderr)
     optional = sorted({rule for f in report.files for rule in f.optional})
     if optional:
         print(f"not applied (the old spelling still works on {report.options.get('to')}; pass --modernize): "

@@ -23,12 +23,12 @@ from libcst.codemod import CodemodContext
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from .advisories import select_advisories
 from .api_index import load_index
 from .base import SOURCE_KEY, RewriteCommand
 from .fileio import atomic_write, iter_python_files, module_names
 from .migrate import MigrateCommand
 from .names import INTERNAL_PREFIXES
+from .redesigns import select_changes
 from .report import FileResult, RunReport
 from .rule_table import RULES
 from .rules import Rule, RuleSelection, select_rules
@@ -93,7 +93,7 @@ class Job:
         # The index checks (imports, signatures, advisories) concern code that reaches
         # torch internals: by name, or by relative import inside torch itself.
         internals = re.compile(rb"\b(?:_inductor|_dynamo)\b")
-        words = {w for a in select_advisories(selection.source, selection.target) for _, w in a.methods}
+        words = {w for a in select_changes(selection.source, selection.target) for _, w in a.methods}
         words |= {e.method for e in EXTERNAL}
         methods = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(words)) + rb")\b") \
             if words else None
@@ -191,6 +191,7 @@ def process_file(path: str | Path, job: Job) -> FileResult:
         result.error = f"transform failed: {type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
         return result
     result.findings = sorted(command.findings, key=lambda f: f.line)
+    result.notes = getattr(command, "notes", 0)
     if not result.findings:
         return result  # every edit is recorded: no finding, no change (and no code to generate)
     new_bytes = new_module.bytes

@@ -24,7 +24,10 @@ class WordTest:
         self.words = frozenset(w.encode() for w in words)
         self.attributes = {r.encode(): frozenset(m.encode() for m in ms) for r, ms in attributes.items() if ms}
         receivers = b"|".join(re.escape(r) for r in sorted(self.attributes))
-        self._access = re.compile(rb"\b(" + receivers + rb")\s*\.\s*([A-Za-z_]\w*)") if self.attributes else None
+        # the method in a lookahead: in ``V.graph.sizevars.m`` the ``graph.sizevars`` match
+        # must not consume the ``sizevars`` of ``sizevars.m``
+        self._access = re.compile(rb"\b(" + receivers + rb")(?=\s*\.\s*([A-Za-z_]\w*))") \
+            if self.attributes else None
 
     def __bool__(self) -> bool:
         return bool(self.words or self.attributes)

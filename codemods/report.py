@@ -44,6 +44,8 @@ class FileResult:
     prefiltered: bool = False
     #: rules left to ``--modernize`` whose words appear in the file
     optional: list[str] = field(default_factory=list)
+    #: TODO notes in the output (one may cover several sites)
+    notes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready view (bytes and the diff text are left out)."""
@@ -52,6 +54,7 @@ class FileResult:
             "status": self.status,
             "lines": self.lines,
             "findings": [asdict(f) for f in self.findings],
+            "notes": self.notes,
         }
         if self.error:
             data["error"] = self.error
@@ -113,6 +116,9 @@ class RunReport:
             "findings": dict(sorted(kinds.items())),
             "by_rule": dict(sorted(rules.items())),
             "advisories": self.advisories(),
+            # sites needing a human (TODO, advisory, compat block) and the notes that mark them
+            "noted_sites": kinds["todo"] + kinds["advisory"] + kinds["skipped"],
+            "notes": sum(f.notes for f in self.files),
             "optional_rules": sorted({r for f in self.files for r in f.optional}),
             "seconds": round(self.seconds, 3),
             **self._sites(),

@@ -9,19 +9,8 @@ the test-coverage check all read this table.
 from __future__ import annotations
 
 from .releases import parse_release as _r
-from .rules import (
-    Callee,
-    DropClassKeyword,
-    KeywordRename,
-    MembersMove,
-    MethodRename,
-    MethodToCall,
-    ModuleMove,
-    Rule,
-    SignatureChange,
-    SubclassCheck,
-    SymbolMove,
-)
+from .rules import (Callee, DropClassKeyword, KeywordRename, MembersMove, MethodRename, MethodToCall, ModuleMove, Rule,
+                    SignatureChange, SubclassCheck, SymbolMove)
 
 __all__ = ["RULES", "rule_by_id"]
 
@@ -184,6 +173,13 @@ RULES: tuple[Rule, ...] = (
         confirmed="2.8.0 torch/_inductor/template_heuristics.py; 2.9.1 torch/_inductor/template_heuristics/triton.py (package __init__ does not re-export them)",
     ),
     # ---- 2.11 -----------------------------------------------------------------
+    MethodRename(
+        id="sizevars-backed-var-to-val", since=_r("2.11"),
+        method="var_to_val", new="backed_var_to_val", receiver="sizevars",
+        note="SizeVarAllocator.var_to_val (the shape env's hints) renamed backed_var_to_val",
+        confirmed="2.10.0 torch/_inductor/sizevars.py:79 self.var_to_val = self.shape_env.var_to_val; "
+                  "2.11.0 same file:83 self.backed_var_to_val = self.shape_env.backed_var_to_val (no var_to_val)",
+    ),
     MethodRename(
         id="sizevars-optimization-hint", since=_r("2.11"), old_removed=_r("2.12"),
         method="size_hint", new="optimization_hint", receiver="sizevars",

@@ -151,6 +151,7 @@ def plan_override(own: Sequence[Param], base: Signature, base_old: Signature | N
         if old in own_names and new not in own_names:
             plan.problems.append(f"parameter {old} is now called {new}")
     base_pos = [p for p in target if p.kind in _POSITIONAL]
+    target_names = set(_names(target))
     for i, p in enumerate(base_pos):
         if p.default is None:
             if i >= len(own_pos):
@@ -158,7 +159,15 @@ def plan_override(own: Sequence[Param], base: Signature, base_old: Signature | N
                                      f"({', '.join(q.name for q in base_pos if q.default is None)})")
                 break
         elif p.name not in own_names and p.name not in renamed.values():
-            plan.add.append(p)
+            if i < len(own_pos) and own_pos[i].name not in target_names:
+                # the override's own parameter in that place already receives the argument
+                # when it is passed by position: adding the base's name would duplicate it
+                # (flagged only when the base's name is new: the pair worked on the source)
+                if base_old is None or p.name not in _names(base_old.bound_params):
+                    plan.problems.append(f"parameter {own_pos[i].name} is in the place of the base's {p.name}: "
+                                         f"rename it {p.name} if the argument is passed by keyword")
+            else:
+                plan.add.append(p)
     for p in target:
         if p.kind == "kwonly" and p.name not in own_names and p.name not in renamed.values():
             if p.default is not None:

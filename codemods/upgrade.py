@@ -21,26 +21,14 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import ImportAssignment
 
+from .import_merge import MergeImports, top_level_from_modules
 from .imports import AliasTarget, imported_locals, split_import_from, statement_lines
 from .names import dotted, dotted_expr, import_from_module, module_reference
 from .releases import KNOWN_RELEASES
 from .rule_table import RULES
+from .rules import (Callee, DropClassKeyword, KeywordRename, MembersMove, MethodRename, MethodToCall, ModuleMove,
+                    RenameRule, Rule, SignatureChange, SubclassCheck, SymbolMove, select_rules)
 from .upgrade_index import IndexChecks
-from .rules import (
-    Callee,
-    DropClassKeyword,
-    KeywordRename,
-    MembersMove,
-    MethodRename,
-    MethodToCall,
-    ModuleMove,
-    RenameRule,
-    Rule,
-    SignatureChange,
-    SubclassCheck,
-    SymbolMove,
-    select_rules,
-)
 
 __all__ = ["UpgradeCommand", "Resolution"]
 
@@ -103,6 +91,10 @@ class _RuleIndex:
         # the most specific word of each rule: the symbol, method or keyword itself
         self.pruning_words = frozenset(w for r in rules for w in r.prefilter()[-1])
         self._cache: dict[str, Resolution] = {}
+        # a subclass check also holds for the base under its new name (a re-run sees that one)
+        self.subclass_bases = {r.id: frozenset({r.base, self.resolve(r.base).name}) for r in self.subclass_checks}
+        self.class_words |= {b.rpartition(".")[2] for bases in self.subclass_bases.values() for b in bases}
+        self.old_names += tuple(sorted({b for bases in self.subclass_bases.values() for b in bases} - set(olds)))
 
     def names_symbol(self, qualname: str) -> bool:
         """Is ``qualname`` one of the rules' symbols (or an attribute of one)?"""
@@ -163,12 +155,17 @@ class UpgradeCommand(IndexChecks):
         self._name_words = self.index.renamed_symbols | self.index.class_words
         self._attribute_words = self.index.attribute_words | self.index.class_words
         self._involved: frozenset[str] = frozenset()
+        self._from_modules: frozenset[str] = frozenset()
+        self._merges: dict[str, list[cst.ImportAlias]] = {}
         self.setup_index_checks(self.selection.source, self.selection.target,
-                                self.index.callee_methods | self.index.callee_words, enabled=index_checks)
+                                self.index.callee_methods | self.index.callee_words, enabled=index_checks,
+                                handled_methods=frozenset(self.index.methods) | frozenset(self.index.method_calls))
 
     def visit_Module(self, node: cst.Module) -> bool:
         # Local names that imports may bind to something a rule is about; other
         # names never need the (costly) scope analysis.
+        self._from_modules = top_level_from_modules(node)
+        self._merges = {}
         bound = imported_locals(node, self.package)
         self._involved = frozenset(
             local for local, quals in bound.items() if any(self.index.may_involve(q) for q in quals)
@@ -295,7 +292,40 @@ class UpgradeCommand(IndexChecks):
         extra_kept, extra_moved, extra_resolved = self.resolve_imports(original_node, extra)
         if not (changed or resolved or extra_resolved):
             return updated_node
-        return statement_lines(updated_node, kept, [*moved, *extra_kept, *extra_moved])
+        new_lines = [*moved, *extra_kept, *extra_moved]
+        if isinstance(self.parent(original_node), cst.Module):
+            new_lines = [s for s in new_lines if not self._merge_later(s)]
+            # a statement that moved whole to such a module joins it too
+            old_modules = {dotted(s.module) for s in original_node.body if isinstance(s, cst.ImportFrom) and s.module}
+            kept = [s for s in kept if not (isinstance(s, cst.ImportFrom) and s.module is not None
+                                            and dotted(s.module) not in old_modules and self._merge_later(s))]
+        result = statement_lines(updated_node, kept, new_lines)
+        if isinstance(result, cst.RemovalSentinel):
+            self.carry_leading_lines(original_node)
+        return result
+
+    def _merge_later(self, stmt: cst.BaseSmallStatement) -> bool:
+        """A new module-level ``from M import x`` whose ``M`` the file already imports from
+        at module level joins that statement after the pass (see :mod:`.import_merge`)."""
+        if not isinstance(stmt, cst.ImportFrom) or stmt.relative or isinstance(stmt.names, cst.ImportStar):
+            return False
+        module = dotted(stmt.module) if stmt.module is not None else None
+        if module not in self._from_modules:
+            return False
+        self._merges.setdefault(module, []).extend(stmt.names)
+        return True
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        tree = tree.visit(self)
+        if self._merges:
+            merger = MergeImports(self._merges)
+            tree = tree.visit(merger)
+            for module, aliases in merger.left.items():  # the statement went meanwhile
+                for alias in aliases:
+                    AddImportsVisitor.add_needed_import(
+                        self.context, module, dotted(alias.name),
+                        alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None)
+        return tree
 
     # ---- uses of renamed symbols ----------------------------------------------
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
@@ -519,7 +549,8 @@ class UpgradeCommand(IndexChecks):
                         f"{rule.callee.short}: arguments after #{rule.keep_positional} passed by keyword")
         if removed:
             self.todo(original, rule.id, f"{rule.note} ({rule.since}); drop or replace: {', '.join(sorted(set(removed)))}")
-        return updated.with_changes(args=args)
+        return self.fit_call(original, updated.with_changes(args=args), keep) if extra_positional \
+            else updated.with_changes(args=args)
 
     # ---- class and method definitions -----------------------------------------
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
@@ -528,7 +559,7 @@ class UpgradeCommand(IndexChecks):
             return True
         # Checked on the way in: a TODO may target a method, which is left before the class.
         for rule in self.index.subclass_checks:
-            if any(self.imported_qualname(base.value) == rule.base for base in node.bases):
+            if any(self.imported_qualname(base.value) in self.index.subclass_bases[rule.id] for base in node.bases):
                 self._check_subclass(node, rule)
         return True
 
@@ -586,6 +617,10 @@ class UpgradeCommand(IndexChecks):
             fn = methods.get(method)
             if fn is not None and any(dotted(d.decorator) == decorator for d in fn.decorators):
                 self.todo(fn, rule.id, rule.note)
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        self.check_patch(original_node)
+        return updated_node
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if isinstance(self.parent(self.parent(original_node) or original_node), cst.ClassDef):

@@ -9,24 +9,27 @@ these helpers; nothing here visits on its own.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 import libcst as cst
 
-from .advisories import Advisory, select_advisories
-from .api_index import Param, ReleaseApi, Signature, is_indexed, load_index
+from .advisories import Advisory
+from .api_index import ApiIndex, Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
+from .params_edit import NO_SPACE, add_params
+from .redesigns import select_changes
 from .releases import Release
 from .signature_table import CHECKED_DUNDERS, EXTERNAL, RECEIVERS
 from .signatures import compare, plan_call, plan_override
 
 __all__ = ["IndexChecks"]
 
-_NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 IMPORTS_RULE = "import-resolution"
+_NOT_USED = re.compile(r"not used yet: (.*?)(?:; |$)")
 SIGNATURE_RULE = "signature-change"
 
 
@@ -41,6 +44,23 @@ def _import_statements(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Import
             if isinstance(child, list):
                 yield from _import_statements([c for c in child if isinstance(c, (ast.stmt, ast.excepthandler,
                                                                                    ast.match_case))])
+
+
+_GONE: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _gone_methods(index: ApiIndex, target: ReleaseApi, cls: str) -> frozenset[str]:
+    """Methods some indexed release's ``cls`` had that ``target``'s has not (memoised)."""
+    key = (str(target.minor), cls)
+    if key not in _GONE:
+        ever: set[str] = set()
+        for view in index.views_between("0.0", index.releases[-1]):
+            for owner in view.mro(cls):
+                module, _, name = owner.rpartition(".")
+                info = view.class_info(module, name)
+                ever.update(info[1] if info else ())
+        _GONE[key] = frozenset(m for m in ever if target.method(cls, m) is None)
+    return _GONE[key]
 
 
 def _literal(text: str) -> bool:
@@ -84,16 +104,19 @@ class IndexChecks(RewriteCommand):
     """Helpers for the index-driven parts of the upgrade (see the module docstring)."""
 
     def setup_index_checks(
-        self, source: Release, target: Release, explicit_callees: frozenset[str], enabled: bool = True
+        self, source: Release, target: Release, explicit_callees: frozenset[str], enabled: bool = True,
+        handled_methods: frozenset[str] = frozenset(),
     ) -> None:
-        """``enabled=False``: the rules only (no import, signature or advisory checks)."""
+        """``enabled=False``: the rules only (no import, signature or advisory checks);
+        ``handled_methods``: methods the rules rename (not reported as gone)."""
+        self._handled_methods = handled_methods
         index = load_index()
         self.resolver = ImportResolver(index, source, target if enabled else "0.0")
         self.to_api: ReleaseApi | None = index.view(target) if enabled else None
         self.from_api: ReleaseApi | None = index.nearest_view(source) if enabled else None
         self._source, self._target = source, target
         self._index = index
-        self.advisories = select_advisories(source, target) if enabled else ()
+        self.advisories = select_changes(source, target) if enabled else ()
         self._explicit_callees = explicit_callees
         self._signature_cache: dict[tuple[str, str], tuple[Signature, Signature, Release] | None] = {}
         self._indexed_locals: frozenset[str] = frozenset()
@@ -129,11 +152,25 @@ class IndexChecks(RewriteCommand):
             return words, {}
         # functions: those imported by name, or living in a module the file imports
         modules = {q for quals in bound.values() for q in quals}
-        for name, homes in self._index.changed_functions(self.from_api, self.to_api).items():
+        changed = self._index.changed_functions(self.from_api, self.to_api)
+        for name, homes in changed.items():
             if name in bound or homes & modules:
                 words.add(name)
+        # and their local aliases (`from ..utils import ceildiv as cdiv`)
+        for local, quals in bound.items():
+            if any(q.rpartition(".")[0] in changed.get(q.rpartition(".")[2], ()) for q in quals):
+                words.add(local)
         attributes = {receiver: self._index.changed_methods(self.from_api, self.to_api, cls)
+                      | _gone_methods(self._index, self.to_api, cls)
                       for receiver, cls in RECEIVERS.items()}
+        # an imported Inductor class's changed methods, as `Cls.m`: a call through the class
+        # (`CppCodeCache.load(...)`) or a patch (`Cls.m = f`)
+        for local, quals in bound.items():
+            for q in quals:
+                if is_indexed(q) and (self.to_api.is_class(q) or self.from_api.is_class(q)):
+                    changed = self._index.changed_methods(self.from_api, self.to_api, q)
+                    if changed:
+                        attributes[local] = attributes.get(local, frozenset()) | changed
         return words, attributes
 
     def class_words(self) -> frozenset[str]:
@@ -288,12 +325,16 @@ class IndexChecks(RewriteCommand):
         self._signature_cache[key] = found
         return found
 
-    def _method_pair(self, cls: str, method: str) -> tuple[Signature, Signature, Release] | None:
+    @staticmethod
+    def _method_lookup(cls: str, method: str) -> Callable[[ReleaseApi], Signature | None]:
         def lookup(view: ReleaseApi) -> Signature | None:
             hit = view.method(cls, method)
             return hit[1] if hit else None
 
-        return self._signature_pair((cls, method), lookup)
+        return lookup
+
+    def _method_pair(self, cls: str, method: str) -> tuple[Signature, Signature, Release] | None:
+        return self._signature_pair((cls, method), self._method_lookup(cls, method))
 
     def _callee_pairs(self, call: cst.Call) -> tuple[str, tuple[Signature, Signature, Release]] | None:
         func = call.func
@@ -334,6 +375,7 @@ class IndexChecks(RewriteCommand):
             return updated
         found = self._callee_pairs(original)
         if found is None:
+            self._check_gone_method(original)
             return updated
         name, (old, new, since) = found
         changes = compare(old, new)
@@ -349,13 +391,79 @@ class IndexChecks(RewriteCommand):
         if plan.edits:
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
-                args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=_NO_SPACE)
-            updated = updated.with_changes(args=args)
+                args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=NO_SPACE)
+            updated = self.fit_call(original, updated.with_changes(args=args), min(plan.to_keyword))
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
             self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "
                                                 f"now {new.render(name.rpartition('.')[2])}")
         return updated
+
+    def _check_gone_method(self, call: cst.Call) -> None:
+        """``V.graph.sizevars.symbolic_hint(...)``: a method of a conventional receiver's
+        class that the target no longer has (and no rule renames) gets a TODO."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value in self._handled_methods:
+            return
+        receiver = func.value
+        last = receiver.attr.value if isinstance(receiver, cst.Attribute) else (
+            receiver.value if isinstance(receiver, cst.Name) else None)
+        cls = RECEIVERS.get(last or "")
+        if cls is None or self.to_api is None or self.from_api is None:
+            return
+        method = func.attr.value
+        if self.to_api.method(cls, method) is not None:
+            return
+        if self.from_api.method(cls, method) is not None:
+            gone = next((v.minor for v in self._index.views_between(self.from_api.minor, self._target)
+                         if v.method(cls, method) is None), self._target)
+            why = f"removed in {gone}"
+        else:
+            # not on the source release either: code written for an older one (dead or broken)
+            last_seen = [v.minor for v in self._index.views_between("0.0", self._target) if v.method(cls, method)]
+            if not last_seen:
+                return  # never Inductor's: the receiver is something else
+            why = f"last in {last_seen[-1]}, not on torch {self.from_api.minor} either"
+        guard = self.guard(call)
+        if guard is not None:
+            self.skipped(call, SIGNATURE_RULE, f"{last}.{method}() call", guard)
+            return
+        self.todo(call, SIGNATURE_RULE, f"{last}.{method}() is gone on torch {self._target} ({why}): "
+                                        f"{cls.rpartition('.')[2]} has no {method}")
+
+    def check_patch(self, assign: cst.Assign) -> None:
+        """``lowering.make_fallback = npu_make_fallback``: a vendor function put in place of
+        an Inductor function or method. Inductor calls it with the target's parameters: a
+        TODO when they changed since the source release, or when the target is gone."""
+        if not self.index_active or len(assign.targets) != 1 \
+                or not isinstance(assign.value, (cst.Name, cst.Attribute)):
+            return
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Attribute):
+            return
+        qual = self._from_torch(target, confirm=False)
+        if qual is None or not is_indexed(qual):
+            return
+        assert self.from_api is not None and self.to_api is not None
+        owner, _, attr = qual.rpartition(".")
+        lookup = self._method_lookup(owner, attr) if self.from_api.is_class(owner) or self.to_api.is_class(owner) \
+            else (lambda view: view.function(qual))
+        if lookup(self.from_api) is None or self._from_torch(target) != qual:
+            return  # not a callable Inductor had on the source release
+        short = f"{owner.rpartition('.')[2]}.{attr}"
+        if lookup(self.to_api) is None:
+            message = f"patches {short}, which is gone on torch {self._target}: Inductor no longer calls it"
+        else:
+            pair = self._signature_pair(("patch", qual), lookup)
+            if pair is None:
+                return
+            message = (f"patches {short}, whose parameters changed in {pair[2]}: the replacement must accept "
+                       f"{pair[1].render(attr)}")
+        guard = self.guard(assign)
+        if guard is not None:
+            self.skipped(assign, SIGNATURE_RULE, f"patch of {short}", guard)
+            return
+        self.todo(assign, SIGNATURE_RULE, message)
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
         """Qualified names of the class's bases that the index knows as classes."""
@@ -378,7 +486,7 @@ class IndexChecks(RewriteCommand):
         if not bases or self.to_api is None or (name.startswith("__") and name not in CHECKED_DUNDERS):
             return updated
         for base in bases:
-            hit = self.to_api.method(base, name)
+            hit = self.to_api.method(self._on_target(base), name)
             old_hit = self.from_api.method(base, name) if self.from_api is not None else None
             if hit is None:
                 if old_hit is not None and self.guard(original) is None and base in self._confirmed_bases():
@@ -388,25 +496,65 @@ class IndexChecks(RewriteCommand):
                     return updated
                 continue
             owner, target_sig = hit
-            plan = plan_override(own_params(original), target_sig, old_hit[1] if old_hit else None)
+            old_sig = old_hit[1] if old_hit else None
+            plan = plan_override(own_params(original), target_sig, old_sig)
             addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
             problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
                                         if p not in addable]
-            if not addable and not problems:
+            where = f"{owner.rpartition('.')[2]}.{name}"
+            # the parameters added now, and those an earlier run's note says it added
+            added = {p.name for p in addable} | self._noted_unused(original, f"override of {where} on torch ")
+            unused = self._unused_new_params(original, [*own_params(original), *addable], target_sig, old_sig,
+                                             added)
+            if not addable and not problems and not unused:
                 return updated
             if self.guard(original) is not None or base not in self._confirmed_bases():
                 return updated
-            where = f"{owner.rpartition('.')[2]}.{name}"
             if addable:
-                updated = _add_params(updated, addable)
+                updated = add_params(updated, addable, self.line_limit, self.def_column(original))
                 self.record(original, SIGNATURE_RULE, "rewrite",
                             f"{name}: added {', '.join(map(str, addable))} (as {where} on {self._target})")
-                problems.append(f"added {', '.join(map(str, addable))}, not used yet")
+            if unused:
+                # worded from the result, not the edit: a re-run says the same
+                problems.append(f"not used yet: {', '.join(unused)}")
             self.todo(original, SIGNATURE_RULE,
                       f"override of {where} on torch {self._target}: {'; '.join(problems)}; "
                       f"base is {target_sig.render(name)}")
             return updated
         return updated
+
+    def _on_target(self, cls: str) -> str:
+        """``cls`` where the target release has it (a class that moved is looked up at its
+        new home: its methods are not gone because its module is)."""
+        assert self.to_api is not None
+        if self.to_api.is_class(cls):
+            return cls
+        module, _, name = cls.rpartition(".")
+        verdict = self.resolver.check(module, name) if self.resolver.active else None
+        return f"{verdict.module}.{verdict.name}" if verdict is not None and verdict.moves else cls
+
+    def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
+        """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""
+        prefix = f"# {self.TODO_TAG}: {subject}"
+        for line in fn.leading_lines:
+            if line.comment is not None and line.comment.value.startswith(prefix):
+                listed = _NOT_USED.search(line.comment.value)
+                if listed:
+                    return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
+        return set()
+
+    @staticmethod
+    def _unused_new_params(fn: cst.FunctionDef, own: Sequence[Param], base: Signature,
+                           base_old: Signature | None, added: set[str]) -> list[str]:
+        """The override's parameters that are ``added`` now or that the base gained since
+        the source release, and that its body does not read."""
+        gained = {p.name for p in base.bound_params} - {p.name for p in base_old.bound_params} \
+            if base_old is not None else set()
+        names = [p for p in own if p.name in gained | added]
+        if not names:
+            return []
+        read = _names_in(fn.body)  # names, not text: a TODO comment in the body may mention one
+        return [str(p) for p in names if p.name not in read]
 
     # ---- advisories ---------------------------------------------------------------
     def advise_attribute(self, node: cst.Attribute) -> None:
@@ -472,38 +620,19 @@ class IndexChecks(RewriteCommand):
 
     def _advise(self, node: cst.CSTNode, advisory: Advisory, detail: str = "") -> None:
         if self.guard(node) is None:
-            self.todo(node, advisory.id, advisory.message + detail, kind="advisory")
+            self.group_todo(node, advisory.id, advisory.message + detail)
 
 
-def _add_params(fn: cst.FunctionDef, params: list[Param]) -> cst.FunctionDef:
-    p = fn.params
-    positional = list(p.params)
-    kwonly = list(p.kwonly_params)
-    for param in params:
-        node = cst.Param(name=cst.Name(param.name), default=cst.parse_expression(param.default or "None"),
-                         equal=_NO_SPACE)
-        if param.kind == "kwonly":
-            kwonly.append(node)
-        else:
-            positional.append(node)
-    star = p.star_arg
-    if kwonly and not isinstance(star, (cst.Param, cst.ParamStar)):
-        star = cst.ParamStar()
-    # the last parameter must not keep a trailing comma in a one-line signature
-    new_params = p.with_changes(params=_commas(positional, bool(kwonly) or isinstance(star, cst.Param)
-                                              or p.star_kwarg is not None),
-                                kwonly_params=_commas(kwonly, p.star_kwarg is not None), star_arg=star)
-    return fn.with_changes(params=new_params)
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
 
 
-def _commas(params: list[cst.Param], more: bool) -> list[cst.Param]:
-    out = []
-    for i, param in enumerate(params):
-        last = i == len(params) - 1
-        if last and not more:
-            out.append(param.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-        elif isinstance(param.comma, cst.MaybeSentinel):
-            out.append(param.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
-        else:
-            out.append(param)
-    return out
+def _names_in(node: cst.CSTNode) -> set[str]:
+    collector = _NameCollector()
+    node.visit(collector)
+    return collector.names

@@ -179,6 +179,7 @@ def test_docs_list_every_rule() -> None:
     text = docs.read_text(encoding="utf-8")
     assert cli.rules_markdown() in text, "regenerate the table in docs/codemods.md"
     assert cli.advisories_markdown() in text, "regenerate the advisory table in docs/codemods.md"
+    assert cli.redesigns_markdown() in text, "regenerate the redesign table in docs/codemods.md"
 
 
 def test_no_torch_internals_imported_by_the_codemods() -> None:

@@ -95,6 +95,19 @@ def test_fixture_upgrades_to_2_15_style(tmp_path: Path) -> None:
     assert _upgraded(tmp_path, "2.15") == expected
 
 
+def test_npu_style_fixture_upgrades_to_the_hand_written_2_15_output(tmp_path: Path) -> None:
+    # signatures in their own layout and the file's line length, Union merged into the
+    # grouped typing import, one note per function (or module) naming the other uses
+    path = tmp_path / "npu_style_backend.py"
+    shutil.copyfile(FIXTURES / "npu_style_backend.py", path)
+    result = process_file(path, Job("upgrade", "2.6", "2.15", mode="write"))
+    assert result.status == "changed", result.error
+    assert path.read_text(encoding="utf-8") == (
+        FIXTURES / "npu_style_backend.expected_2_15.py.txt").read_text(encoding="utf-8")
+    assert result.notes == 8 and sum(1 for f in result.findings if f.kind in ("todo", "advisory")) == 12
+    assert process_file(path, Job("upgrade", "2.6", "2.15", mode="check")).status == "unchanged"
+
+
 def test_fixture_compat_blocks_survive_and_second_run_is_a_no_op(tmp_path: Path) -> None:
     text = _upgraded(tmp_path, "2.15")
     original = LEGACY.read_text(encoding="utf-8")
@@ -109,8 +122,10 @@ def test_fixture_compat_blocks_survive_and_second_run_is_a_no_op(tmp_path: Path)
     assert text.count("left alone inside a version-guarded block") == 2
     again = process_file(tmp_path / "legacy_backend.py", Job("upgrade", "2.4", "2.15", mode="write"))
     assert again.status == "unchanged"
-    # the compat blocks and the advisories are still reported, their TODOs not repeated
-    assert {f.kind for f in again.findings} == {"skipped", "advisory"}
+    # the compat blocks, the advisories and the subclass contract (now under the base's new
+    # name) are still reported, their TODOs recognised and not repeated
+    assert {f.kind for f in again.findings} == {"skipped", "advisory", "todo"}
+    assert [f.rule for f in again.findings if f.kind == "todo"] == ["wrapper-create-factory"]
     assert (tmp_path / "legacy_backend.py").read_text(encoding="utf-8") == text
 
 

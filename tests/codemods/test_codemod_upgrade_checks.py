@@ -15,6 +15,7 @@ from spyre_codemods.api_index import load_index
 from spyre_codemods.driver import Job, process_file, run
 from spyre_codemods.fileio import iter_python_files
 from spyre_codemods.import_resolution import unresolved_imports
+from spyre_codemods.redesigns import REDESIGNS, select_changes
 from spyre_codemods.upgrade import UpgradeCommand
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -22,7 +23,7 @@ T = "# TODO(spyre-adapter upgrade): "
 
 
 def _advisory(advisory_id: str) -> str:
-    return T + next(a for a in ADVISORIES if a.id == advisory_id).message
+    return T + next(a for a in (*ADVISORIES, *REDESIGNS) if a.id == advisory_id).message
 
 
 def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) -> None:
@@ -37,7 +38,11 @@ def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) ->
     # guard nothing: rewritten; the seventh is in a real torch-version guard: kept, marked
     assert text.count(".optimization_hint(") == 6 + 1 and text.count(".size_hint(") == 1
     assert text.count("left alone inside a version-guarded block") == 1
-    assert text.count(_advisory("optimization-hint-fallback")) == 6
+    # one note per function: numel_hint's two uses share the note above the first
+    assert text.count(_advisory("optimization-hint-fallback")) == 5
+    assert text.count(_advisory("optimization-hint-fallback") + " (also used at +1 line from here)\n") == 1
+    assert sum(1 for f in result.findings if f.kind == "advisory") == 6
+    assert result.notes == 5 + 1  # and the compat block's
     rewrites = [f for f in result.findings if f.rule == "sizevars-optimization-hint" and f.kind == "rewrite"]
     assert len(rewrites) == 6
     compile(text, str(path), "exec")
@@ -129,7 +134,7 @@ class TestSignatures(UpgradeTest):
             from torch._inductor.codegen.common import OpOverrides
 
             class AccelOverrides(OpOverrides):
-                {T}override of OpsHandler.to_dtype on torch 2.12: added use_compute_types=True, not used yet; base is to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True)
+                {T}override of OpsHandler.to_dtype on torch 2.12: not used yet: use_compute_types=True; base is to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True)
                 @staticmethod
                 def to_dtype(x, dtype, src_dtype=None, use_compute_types=True):
                     return f"convert({{x}})"
@@ -172,6 +177,96 @@ class TestSignatures(UpgradeTest):
             """,
             "2.10", "2.11",
         )
+
+    def test_a_method_gone_from_a_conventional_receiver_is_flagged(self) -> None:
+        # SizeVarAllocator.symbolic_hint: 2.11 has it, 2.12 not, and no rule renames it
+        self.check(
+            """
+            from torch._inductor.virtualized import V
+
+            def numel_hint(numel):
+                return V.graph.sizevars.symbolic_hint(numel)
+            """,
+            f"""
+            from torch._inductor.virtualized import V
+
+            def numel_hint(numel):
+                {T}sizevars.symbolic_hint() is gone on torch 2.15 (removed in 2.12): SizeVarAllocator has no symbolic_hint
+                return V.graph.sizevars.symbolic_hint(numel)
+            """,
+            "2.11", "2.15",
+        )
+
+    def test_a_method_already_gone_on_the_source_release_is_flagged_too(self) -> None:
+        # guard_leq went in 2.9 (the rule renaming it applies from older releases only)
+        self.check(
+            """
+            from torch._inductor.virtualized import V
+
+            def check(index, size):
+                V.graph.sizevars.guard_leq(0, index)
+                return V.graph.sizevars.check_lt(index, size)
+            """,
+            f"""
+            from torch._inductor.virtualized import V
+
+            def check(index, size):
+                {T}sizevars.guard_leq() is gone on torch 2.12 (last in 2.8, not on torch 2.11 either): SizeVarAllocator has no guard_leq
+                V.graph.sizevars.guard_leq(0, index)
+                return V.graph.sizevars.check_lt(index, size)
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_a_patch_of_an_inductor_function_or_method_must_accept_the_new_parameters(self) -> None:
+        # make_fallback gained get_decomp_fn (2.12); CachingAutotuner.precompile is unchanged
+        self.check(
+            """
+            from torch._inductor import lowering as inductor_lowering
+            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+            from .lowering import npu_make_fallback, npu_precompile
+
+            def patch():
+                inductor_lowering.make_fallback = npu_make_fallback
+                CachingAutotuner.precompile = npu_precompile
+            """,
+            f"""
+            from torch._inductor import lowering as inductor_lowering
+            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+            from .lowering import npu_make_fallback, npu_precompile
+
+            def patch():
+                {T}patches lowering.make_fallback, whose parameters changed in 2.12: the replacement must accept make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+                {_advisory("lowering-registration")}
+                inductor_lowering.make_fallback = npu_make_fallback
+                CachingAutotuner.precompile = npu_precompile
+            """,
+            "2.11", "2.12", package="vendor",
+        )
+
+    def test_a_base_that_moved_keeps_its_methods(self) -> None:
+        # template_heuristics became heuristics.template (2.14); should_run did not go
+        result = UpgradeCommand(CodemodContext(), "2.13", "2.15").transform_module(cst.parse_module(
+            "from torch._inductor.template_heuristics.base import TemplateConfigHeuristics\n\n"
+            "class H(TemplateConfigHeuristics):\n"
+            "    def should_run(self, inputs):\n"
+            "        return True\n")).code
+        assert "from torch._inductor.heuristics.template.base import TemplateConfigHeuristics" in result
+        assert "is gone" not in result
+
+    def test_calls_through_an_alias_or_an_imported_class_are_checked(self) -> None:
+        # ceildiv's numer became number (2.8); CppCodeCache.load lost source_code (2.8)
+        result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(cst.parse_module(
+            "from torch._inductor.codecache import CppCodeCache\n"
+            "from torch._inductor.utils import ceildiv as cdiv\n\n"
+            "def blocks(n):\n"
+            "    return cdiv(numer=n, denom=64)\n\n"
+            "def build(code):\n"
+            "    return CppCodeCache.load(code, device_type='cpu')\n")).code
+        assert "ceildiv() changed in 2.8: keyword numer= is gone; its place is now number" in result
+        assert "CppCodeCache.load() changed in 2.8" in result or "load() changed in 2.8" in result
 
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
@@ -223,11 +318,55 @@ def test_vendor_fixture_tree_upgrades_with_every_import_resolved_or_flagged(tmp_
         ("codecache", "TritonFuture"), ("codecache", "Union"), ("triton_heuristics", "grid"),
         ("triton", "OpsHandler"), ("cpp_utils", "DEVICE_TO_ATEN")}
     report = run([tree], Job("upgrade", "2.6", "2.15", mode="write"), jobs=2)
-    assert not report.errors and len(report.changed) == 6
+    assert not report.errors and len(report.changed) == 7
     after = unresolved_imports(list(iter_python_files([tree])), "2.15", index)
     assert len(after) == 3 and all(u.marked for u in after)  # Union and OpsHandler moved
     for path in iter_python_files([tree]):
         compile(path.read_bytes(), str(path), "exec")
-    assert set(report.advisories()) == {a.id for a in ADVISORIES}  # the fixture meets every one
+    # the fixture meets every advisory and redesign
+    assert set(report.advisories()) == {a.id for a in ADVISORIES} | {r.id for r in REDESIGNS}
     again = run([tree], Job("upgrade", "2.6", "2.15", mode="check"), jobs=1)
     assert not again.changed and not again.errors
+
+
+class TestRedesigns(UpgradeTest):
+    def test_a_copy_of_make_fallback_is_flagged_where_it_reads_the_tables(self) -> None:
+        lowering = _advisory("lowering-registration")
+        decomp = _advisory("decomposition-table-cache")
+        self.check(
+            """
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.lowering import fallback_handler, lowerings
+
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                if op in decompositions and not override_decomp:
+                    raise RuntimeError(op)
+                lowerings[op] = fallback_handler(op)
+            """,
+            f"""
+            from torch._inductor.decomposition import decompositions
+            from torch._inductor.lowering import fallback_handler, lowerings
+
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                {decomp}
+                if op in decompositions and not override_decomp:
+                    raise RuntimeError(op)
+                {lowering}
+                lowerings[op] = fallback_handler(op)
+            """,
+            "2.11", "2.12",
+        )
+
+    def test_a_redesign_applies_inside_its_window_only(self) -> None:
+        assert "fx-graph-cache-key" in {r.id for r in select_changes("2.11", "2.12")}
+        assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.12", "2.15")}
+        assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.6", "2.11")}
+
+
+def test_every_redesign_says_what_changed_what_to_do_and_where_it_was_read() -> None:
+    for r in REDESIGNS:
+        assert r.kind == "redesign" and r.registry and r.note and r.action and r.qualnames
+        # each record cites the release before and the release of the change, by file:line
+        before = f"{r.release.major}.{r.release.minor - 1}."
+        assert before in r.confirmed and f"{r.release}." in r.confirmed and ".py:" in r.confirmed
+        assert r.message.startswith(f"redesign {r.id} ({r.release}) of ") and "; to do: " in r.message

@@ -1,0 +1,61 @@
+"""Release redesigns: a registry or protocol whose meaning changed in a release, with
+what changed and what a backend does about it.
+
+Unlike a rename, a redesign cannot be applied mechanically; ``upgrade`` flags every
+use of the registry or protocol (one note per function, class or module, like the
+advisories, whose matching it shares) and lists the sites in its report. Each record
+was read in the torch release sources named in ``confirmed`` (release, file:line,
+symbol); it applies to an upgrade ``X -> Y`` when ``X < release <= Y``.
+"""
+
+from __future__ import annotations
+
+from .advisories import ADVISORIES, Advisory
+from .releases import Release
+from .releases import parse_release as _r
+
+__all__ = ["REDESIGNS", "select_changes"]
+
+_I = "torch._inductor"
+
+REDESIGNS: tuple[Advisory, ...] = (
+    Advisory(
+        id="lowering-registration", release=_r("2.12"), kind="redesign",
+        registry="the lowering table (lowering.lowerings, register_lowering, make_fallback)",
+        qualnames=(f"{_I}.lowering.lowerings", f"{_I}.lowering.register_lowering", f"{_I}.lowering.make_fallback",
+                   f"{_I}.lowering.fallback_handler"),
+        note="GraphLowering.call_function first tries a new user_lowerings table (filled by "
+             "register_custom_op_autotuning), and make_fallback takes get_decomp_fn: Inductor calls it as "
+             "make_fallback(op, ..., get_decomp_fn=graph.get_decomp_fn) and checks the compile's decomposition "
+             "table, not the global one",
+        action="a replacement or copy of make_fallback must accept get_decomp_fn=None and check "
+               "get_decomp_fn() when given; a lowering registered here is skipped for an op that has a user lowering",
+        confirmed="2.11.0 torch/_inductor/lowering.py:2306 def make_fallback(op, layout_constraint=None, warn=True, "
+                  "override_decomp=False); 2.12.0 same file:117 user_lowerings, :2506 make_fallback(..., "
+                  "get_decomp_fn=None) with check_decomps = get_decomp_fn() (:2513); 2.12.0 torch/_inductor/graph.py:1336 "
+                  "make_fallback(target, ..., get_decomp_fn=self.get_decomp_fn), :1437 user_lowerings tried first; "
+                  "2.12.0 torch/_inductor/kernel/custom_op.py:1317 user_lowerings[op_overload] = lowering_fn",
+    ),
+    Advisory(
+        id="fx-graph-cache-key", release=_r("2.12"), kind="redesign",
+        registry="the FX graph cache key (codecache.FxGraphHashDetails, compiled_fx_graph_hash)",
+        qualnames=(f"{_I}.codecache.FxGraphHashDetails", f"{_I}.codecache.compiled_fx_graph_hash",
+                   f"{_I}.codecache.FxGraphCache"),
+        note="the key's details changed: compile_region_name joins graph_id in EXCLUDED_KWARGS, example inputs of "
+             "opaque reference types are hashed as placeholders by position, and a graph's cudagraph annotation "
+             "joins the key",
+        action="if the backend extends the key (a FxGraphHashDetails subclass, a patched compiled_fx_graph_hash) "
+               "or reads its fields, re-check what it adds against the new fields; state that changes the "
+               "generated code belongs in a config or a CustomGraphPass.uuid(), which stay in the key",
+        confirmed="2.11.0 torch/_inductor/codecache.py:791 EXCLUDED_KWARGS = ['graph_id'], example_inputs kept as "
+                  "given; 2.12.0 same file:877 EXCLUDED_KWARGS = ['graph_id', 'compile_region_name'], :893 "
+                  "is_opaque_reference_type(type(inp)) -> HashableOpaqueValue, :1000 gm.meta cudagraph_annotation "
+                  "(class FxGraphHashDetails :868, compiled_fx_graph_hash :1112)",
+    ),
+)
+
+
+def select_changes(source: str | Release, target: str | Release) -> tuple[Advisory, ...]:
+    """Advisories and redesigns for an upgrade from ``source`` to ``target``, oldest first."""
+    src, dst = _r(source), _r(target)
+    return tuple(sorted((a for a in (*ADVISORIES, *REDESIGNS) if a.applies(src, dst)), key=lambda a: a.release))
