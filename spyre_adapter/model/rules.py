@@ -288,9 +288,13 @@ class _Races:
         hit = overlaps([(0, f // st, l_ // st) for f, l_ in (self.exact(a[3]) for a in xs)]
                        + [(1, f // st, l_ // st) for f, l_ in (self.exact(a[3]) for a in ys)])
         if hit:
-            raise EmulatorError("misaligned sticks", self.p.name, ys[0][0], ys[0][1], self.buf,
-                                f"cores {xs[0][0]} and {ys[0][0]} write parts of stick {hit[2]} without an order "
-                                "between them: a core's share must be whole sticks")
+            raise self.shared_stick(xs[0][0], ys[0][0], ys[0][1], hit[2])
+
+    def shared_stick(self, a: int, b: int, step: int, stick: int) -> EmulatorError:
+        """Cores ``a`` and ``b`` write parts of ``stick`` without an order between them."""
+        return EmulatorError("misaligned sticks", self.p.name, b, step, self.buf,
+                             f"cores {a} and {b} write parts of stick {stick} without an order "
+                             "between them: a core's share must be whole sticks")
 
     def check(self, accesses: list[Access]) -> None:
         blocks: dict[tuple[int, int], list[Access]] = defaultdict(list)
@@ -318,9 +322,7 @@ class _Races:
                     raise self.fail("cross-core write conflict", a, b, byte, "both write")
                 sticks = overlaps([(c, f // self.m.stick_bytes, l_ // self.m.stick_bytes) for c, f, l_ in items])
                 if sticks:
-                    raise EmulatorError("misaligned sticks", self.p.name, sticks[1], -1, self.buf,
-                                        f"cores {sticks[0]} and {sticks[1]} write parts of stick {sticks[2]} "
-                                        "without an order between them: a core's share must be whole sticks")
+                    raise self.shared_stick(sticks[0], sticks[1], -1, sticks[2])
         for k, seg in enumerate(segs):
             if any(a[2] != "w" for a in seg):
                 others = [a for s2 in segs[:k] + segs[k + 1:] for a in s2]
