@@ -60,7 +60,13 @@ def _rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     (lambda x: torch.softmax(x, -1), [(512, 1024)]),
     (lambda a, b: torch.cat([a, b], -1) * 2, [(256, 64), (256, 192)]),  # masked loads of a cat
     (_rotate_half, [(8, 256, 128), (256, 128), (256, 128)]),  # the same rows read at two offsets
-], ids=["rmsnorm-split", "rmsnorm", "softmax", "cat", "rotate_half"])
+    # Llama-width rows: 32 rows (one fp32 stick of the row statistic) of every
+    # operand do not fit LX twice, so the statistic, kept in LX, must not set the unit
+    (lambda x, r, w: (x + r, _rms(x + r, w)), [(64, 4096), (64, 4096), (4096,)]),
+    (lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b), [(64, 4096), (4096,), (4096,)]),
+    (lambda x: torch.softmax(x, -1), [(64, 4096)]),
+], ids=["rmsnorm-split", "rmsnorm", "softmax", "cat", "rotate_half", "residual-rmsnorm-wide", "layernorm-wide",
+        "softmax-wide"])
 def test_groups_move_their_data_about_once(fn, shapes) -> None:
     args = [torch.randn(*s).half() for s in shapes]
     for p, k in _programs(fn, *args):
