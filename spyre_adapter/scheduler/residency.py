@@ -285,10 +285,13 @@ def _producer_options(p: Program, cons: _Constraints) -> list[Division]:
     out = [own] if own.rsplit == 1 else []
     if cons.keep or cons.lx_in:
         return out  # already shaped by an earlier decision: keep it
-    for cand in sorted(p.plan.candidates, key=lambda c: c.estimate_ns):
+    seen = {next((c.estimate_ns for c in p.plan.candidates if Division(c.row_cores, c.rsplit) == own), None)}
+    for cand in sorted(p.plan.candidates, key=lambda c: (c.estimate_ns, c.row_cores)):
         d = Division(cand.row_cores, cand.rsplit)
-        if d.rsplit == 1 and d not in out:
+        # Divisions the estimate ties (a DRAM-bound group on 4 or 32 cores) are one option: its fewest cores.
+        if d.rsplit == 1 and d not in out and cand.estimate_ns not in seen:
             out.append(d)
+            seen.add(cand.estimate_ns)
         if len(out) > MAX_PRODUCER_OPTIONS:
             break
     return out
@@ -316,7 +319,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         return None
     dt = next(b.dtype for b in p.kernel.buffers if b.name == buf)
     isz = itemsize(dt)
-    trial_cons = [c.copy() for c in cons]
+    trial_cons = list(cons)  # copied where changed: a deep copy per trial is quadratic in the graph's kernels
     # Each core keeps its share at the top of the usable LX, below what it already holds there.
     holds: dict[int, Hold] = {}
     for core, (lo, hi) in shares.items():
@@ -384,6 +387,7 @@ def _keep(progs: list[Program | None], cons: list[_Constraints], base: dict[int,
         for x in range(i + 1, last + 1):
             if x in served:
                 if x != last:
+                    trial_cons[x] = trial_cons[x].copy()
                     trial_cons[x].carry += residents
                     before = trial[x]
                     trial[x] = dataclasses.replace(before, lx_out=before.lx_out + tuple(residents))  # type: ignore[arg-type]
