@@ -32,7 +32,7 @@ from spyre_adapter.model.structure import structure_digest
 from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.analysis import boxes
 from spyre_adapter.scheduler.loop_estimates import (Division, GroupModel, _estimated, _row_bytes, _tile_rows, choose,
-                                                    model_group)
+                                                    model_group, ranked)
 from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, build, row_ranges
 from spyre_adapter.scheduler.lx_alloc import LxFull
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
@@ -69,7 +69,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
             except DoesNotFit:
                 pass  # what the bucket chose does not build at these sizes: choose here
     costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
-    order = sorted(costs, key=lambda d: (costs[d], d.used))
+    order = ranked(costs)
     cand = tuple(Candidate(d.cores, d.rsplit, round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
     reasons = []
     for d in order:
