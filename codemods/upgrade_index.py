@@ -20,6 +20,7 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
+from .notes import read_notes
 from .params_edit import NO_SPACE, add_params
 from .redesigns import select_changes
 from .releases import Release
@@ -536,11 +537,10 @@ class IndexChecks(RewriteCommand):
     def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
         """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""
         prefix = f"# {self.TODO_TAG}: {subject}"
-        for line in fn.leading_lines:
-            if line.comment is not None and line.comment.value.startswith(prefix):
-                listed = _NOT_USED.search(line.comment.value)
-                if listed:
-                    return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
+        for note in read_notes(fn.leading_lines, prefix):  # joined: the list may be wrapped
+            listed = _NOT_USED.search(note.text)
+            if listed:
+                return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
         return set()
 
     @staticmethod
