@@ -393,7 +393,12 @@ class IndexChecks(RewriteCommand):
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
                 args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=NO_SPACE)
-            updated = self.fit_call(original, updated.with_changes(args=args), min(plan.to_keyword))
+            for i, arg in enumerate(args):  # same width or wider: the call's layout is kept
+                if arg.keyword is not None and arg.keyword.value in plan.rename_keywords:
+                    args[i] = arg.with_changes(keyword=cst.Name(plan.rename_keywords[arg.keyword.value]))
+            updated = updated.with_changes(args=args)
+            if plan.to_keyword:
+                updated = self.fit_call(original, updated, min(plan.to_keyword))
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
             self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "

@@ -11,11 +11,12 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 
 from spyre_codemods.advisories import ADVISORIES, select_advisories
-from spyre_codemods.api_index import load_index
+from spyre_codemods.api_index import Param, Signature, load_index
 from spyre_codemods.driver import Job, process_file, run
 from spyre_codemods.fileio import iter_python_files
 from spyre_codemods.import_resolution import unresolved_imports
 from spyre_codemods.redesigns import REDESIGNS, select_changes
+from spyre_codemods.signatures import compare, mechanical_rename, plan_call
 from spyre_codemods.upgrade import UpgradeCommand
 
 from .joined_notes import JoinedNotesTest as CodemodTest
@@ -272,8 +273,22 @@ class TestSignatures(UpgradeTest):
             "def build(code):\n"
             "    return CppCodeCache.load(code, device_type='cpu')\n")).code
         result = join_notes(result)
-        assert "ceildiv() changed in 2.8: keyword numer= is gone; its place is now number" in result
+        # numer -> number is mechanical (same slot, kind and default, one spelling grown): renamed
+        assert "return cdiv(number=n, denom=64)\n" in result and "ceildiv() changed" not in result
         assert "CppCodeCache.load() changed in 2.8" in result or "load() changed in 2.8" in result
+
+    def test_only_a_mechanical_rename_is_applied(self) -> None:
+        numer, number = Param("numer", "positional", None), Param("number", "positional", None)
+        assert mechanical_rename(numer, number)
+        assert mechanical_rename(Param("strict_sum", "kwonly", "False"), Param("strict_reduction", "kwonly", "False"))
+        assert not mechanical_rename(Param("compile_only", "positional", None), Param("do_link", "positional", None))
+        assert not mechanical_rename(Param("src", "positional", "1"), Param("source", "positional", "2"))
+        assert not mechanical_rename(numer, Param("number", "kwonly", None))
+        # a positional argument in a mechanically renamed slot needs nothing; a keyword is renamed
+        changes = compare(Signature("numer, denom", "f"), Signature("number, denom", "f"))
+        assert plan_call(changes, 2, []).problems == [] and not plan_call(changes, 2, []).edits
+        plan = plan_call(changes, 0, ["numer", "denom"])
+        assert plan.rename_keywords == {"numer": "number"} and not plan.problems
 
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
