@@ -542,8 +542,9 @@ class IndexChecks(RewriteCommand):
     def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
         """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""
         prefix = f"# {self.TODO_TAG}: {subject}"
-        for note in read_notes(fn.leading_lines, prefix):  # joined: the list may be wrapped
-            listed = _NOT_USED.search(note.text)
+        # joined: the subject and the list may be wrapped over several lines
+        for note in read_notes(fn.leading_lines, f"# {self.TODO_TAG}: "):
+            listed = _NOT_USED.search(note.text) if note.text.startswith(prefix) else None
             if listed:
                 return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
         return set()

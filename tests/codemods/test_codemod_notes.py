@@ -181,3 +181,20 @@ def test_a_note_wrapped_at_another_width_is_kept(tmp_path: Path) -> None:
     before = path.read_text()
     assert not run([tmp_path], Job("upgrade", "2.11", "2.12", mode="check")).changed
     assert path.read_text() == before
+
+
+def test_an_override_note_whose_subject_is_wrapped_is_read_back(tmp_path: Path) -> None:
+    # the "not used yet" list is read back from the joined note, even when the wrap falls
+    # inside its subject: the check after the write reports the same TODOs
+    path = tmp_path / "w.py"
+    path.write_text("from torch._inductor.codegen.wrapper import PythonWrapperCodegen\n\n"
+                    "class W(PythonWrapperCodegen):\n"
+                    "    def generate_kernel_call(self, kernel_name, call_args, *, device=None, triton=True,\n"
+                    "                             arg_types=None, raw_args=None, triton_meta=None):\n"
+                    "        return kernel_name\n")
+    first = run([tmp_path], Job("upgrade", "2.11", "2.12", mode="write"))
+    todos = [f.message for r in first.files for f in r.findings if f.kind == "todo"]
+    assert any("not used yet" in m for m in todos)
+    again = run([tmp_path], Job("upgrade", "2.11", "2.12", mode="check"))
+    assert not again.changed
+    assert [f.message for r in again.files for f in r.findings if f.kind == "todo"] == todos
