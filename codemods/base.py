@@ -28,7 +28,8 @@ from .blocktext import SourceMap, source_map
 from .guards import GuardFinder, version_flags
 from .lines import node_lines
 from .names import absolutize, dotted, import_from_module
-from .params_edit import fit_call_args, line_limit
+from .notes import read_notes, relaid, same_words, wrap_note
+from .params_edit import MAX_LINE, fit_call_args, line_limit
 from .prune import WordTest
 from .report import Finding, FindingKind
 
@@ -74,7 +75,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self.findings: list[Finding] = []
         self._raw_findings: list[tuple[cst.CSTNode, str, FindingKind, str, str]] = []
         self._pending_todos: dict[int, list[str]] = {}
-        self._header_comments: set[str] = set()
+        self._header_notes: list[str] = []
         #: grouped notes: holder id -> message -> site statements (see group_todo)
         self._groups: dict[int, dict[str, list[cst.CSTNode]]] = {}
         self._site_results: dict[int, cst.CSTNode | None] = {}
@@ -118,7 +119,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         self._reset_pass_state(wrapper)
         # Comments above the first statement live in the module header: a TODO left
         # there by an earlier run must count as present.
-        self._header_comments = {line.comment.value for line in tree.header if line.comment is not None}
+        self._header_notes = [n.text for n in read_notes(tree.header, self._note_prefix)]
         with self.resolve(wrapper):
             self.context = replace(self.context, wrapper=wrapper)
             result = body(wrapper.module) if body is not None else wrapper.module.visit(self)
@@ -276,7 +277,7 @@ class RewriteCommand(VisitorBasedCodemodCommand):
             result, own = self._place_notes(original_node, result, groups)
             comments = [*comments, *own]
         if comments:
-            result = self._attach_comments(result, comments)
+            result = self._attach_comments(result, comments, self._note_width(original_node))
         if id(original_node) in self._site_results:
             self._site_results[id(original_node)] = result if isinstance(result, cst.CSTNode) else None
         return result
@@ -518,43 +519,69 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         itself (a class) goes above the holder (returned). Lines are counted in the
         output, so a re-run words the note the same."""
         entries = []
+        widths: dict[int, int] = {}  # result statement -> the width of a note above it
         for message, sites in groups.items():
-            found = [self._site_results.get(id(s)) for s in sites if s is not holder]
-            entries.append((message, any(s is holder for s in sites), [n for n in found if n is not None]))
+            found = []
+            for site in sites:
+                placed = self._site_results.get(id(site)) if site is not holder else None
+                if placed is not None:
+                    found.append(placed)
+                    widths[id(placed)] = self._note_width(site)
+            entries.append((message, any(s is holder for s in sites), found))
         anchor = result.name if isinstance(result, (cst.FunctionDef, cst.ClassDef)) else None
         wanted = [n for _, _, found in entries for n in found] + ([anchor] if anchor is not None else [])
         lines = node_lines(self.module, wanted, within=result) if wanted else {}
-        own: list[str] = []
-        at: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        firsts: dict[int, cst.CSTNode] = {}
         for message, on_holder, found in entries:
             if not on_holder and found:
-                at.setdefault(id(found[0]), (found[0], []))[1].append(message)
-        # the lines each new note adds (above its statement), for the offsets after them
-        added = [(lines[key], self._new_notes(node, messages)) for key, (node, messages) in at.items()
-                 if key in lines]
-        at = {key: (node, []) for key, (node, _) in at.items()}
+                firsts.setdefault(id(found[0]), found[0])
+        # A note's "also used at" offsets count the lines the notes placed between its
+        # uses add; those depend on the notes' wrapped lengths, which depend on their
+        # offsets: settle in a few rounds (lengths only grow with the suffix).
+        comments = {message: f"# {self.TODO_TAG}: {message}" for message, _, _ in entries}
+        for _ in range(4):
+            per_first: dict[int, list[str]] = {key: [] for key in firsts}
+            for message, on_holder, found in entries:
+                if not on_holder and found:
+                    per_first[id(found[0])].append(comments[message])
+            added = [(lines[key], self._added_lines(node, per_first[key], widths.get(key, self.line_limit)))
+                     for key, node in firsts.items() if key in lines]
+            settled = {}
+            for message, on_holder, found in entries:
+                comment = f"# {self.TODO_TAG}: {message}"
+                first = anchor if on_holder or not found else found[0]
+                offsets = set()
+                if first is not None and id(first) in lines:
+                    start = lines[id(first)]
+                    for n in found:
+                        if n is not first and id(n) in lines:
+                            end = lines[id(n)]
+                            offsets.add(end - start + sum(c for line, c in added if start < line <= end))
+                if offsets:
+                    ordered = sorted(offsets)
+                    unit = "line" if len(ordered) == 1 and abs(ordered[0]) == 1 else "lines"
+                    comment += f" (also used at {', '.join(f'{o:+d}' for o in ordered)} {unit} from here)"
+                settled[message] = comment
+            if settled == comments:
+                break
+            comments = settled
+        own: list[str] = []
+        at: dict[int, list[str]] = {key: [] for key in firsts}
         for message, on_holder, found in entries:
-            comment = f"# {self.TODO_TAG}: {message}"
-            first = anchor if on_holder or not found else found[0]
-            offsets = set()
-            if first is not None and id(first) in lines:
-                start = lines[id(first)]
-                for n in found:
-                    if n is not first and id(n) in lines:
-                        end = lines[id(n)]
-                        offsets.add(end - start + sum(c for line, c in added if start < line <= end))
-            if offsets:
-                ordered = sorted(offsets)
-                unit = "line" if len(ordered) == 1 and abs(ordered[0]) == 1 else "lines"
-                comment += f" (also used at {', '.join(f'{o:+d}' for o in ordered)} {unit} from here)"
             if on_holder or not found:
-                own.append(comment)
+                own.append(comments[message])
             else:
-                at[id(found[0])][1].append(comment)
+                at[id(found[0])].append(comments[message])
         if at:  # one pass: a rebuilt tree has new node identities
-            result = result.visit(_AttachAt({key: comments for key, (_, comments) in at.items()},
+            result = result.visit(_AttachAt({key: (texts, widths.get(key, self.line_limit))
+                                             for key, texts in at.items()},
                                             self._attach_comments))  # type: ignore[assignment]
         return result, own
+
+    def _note_width(self, statement: cst.CSTNode) -> int:
+        """Columns a note above ``statement`` (of the original tree) may use: the file's
+        line length less the statement's indentation."""
+        return self.line_limit - self.def_column(statement)
 
     def carry_leading_lines(self, statement: cst.CSTNode) -> None:
         """``statement`` (of the original tree, being left) is removed: its blank lines and
@@ -576,47 +603,65 @@ class RewriteCommand(VisitorBasedCodemodCommand):
         if self.TODO_IN_GUARDS:
             self.todo(node, rule, message, kind=None)
 
+    @property
+    def _note_prefix(self) -> str:
+        return f"# {self.TODO_TAG}: "
+
     def _attach_comments(
-        self, result: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode], comments: list[str]
+        self, result: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode], comments: list[str],
+        width: int,
     ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         if isinstance(result, cst.FlattenSentinel):
             nodes = list(result.nodes)
             if nodes:
-                nodes[0] = self._attach_comments(nodes[0], comments)  # type: ignore[assignment]
+                nodes[0] = self._attach_comments(nodes[0], comments, width)  # type: ignore[assignment]
             return cst.FlattenSentinel(nodes)
         if not isinstance(result, _STATEMENT_TYPES):
             return result
         leading = list(result.leading_lines)
-        present = {line.comment.value for line in leading if line.comment is not None} | self._header_comments
-        header_keys = {self._todo_key(c) for c in self._header_comments}
-        # a TODO an earlier run left (same subject, other words) is updated where it is
-        earlier = {self._todo_key(line.comment.value): i for i, line in enumerate(leading)
-                   if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
+        header_keys = {self._todo_key(t) for t in self._header_notes}
+        # a TODO an earlier run left (same subject, other words or layout) is updated where it is
+        earlier = {self._todo_key(n.text): n for n in read_notes(leading, self._note_prefix)}
+        replaced: dict[int, tuple[int, list[cst.EmptyLine]]] = {}
         added: list[cst.EmptyLine] = []
-        updated = False
         for comment in dict.fromkeys(comments):
             self.notes += 1
             key = self._todo_key(comment)
-            if comment in present or key in header_keys:
+            if key in header_keys or any(same_words(comment, t) for t in self._header_notes):
                 continue
-            if key in earlier:
-                i = earlier.pop(key)
-                leading[i] = leading[i].with_changes(comment=cst.Comment(comment))
-                updated = True
-            else:
-                added.append(cst.EmptyLine(comment=cst.Comment(comment)))
-        if not updated and not added:
+            note = earlier.pop(key, None)
+            if note is None:
+                added += [cst.EmptyLine(comment=cst.Comment(line)) for line in wrap_note(comment, width)]
+                continue
+            wrapped = relaid(note.lines, comment, width, width + MAX_LINE - self.line_limit)
+            if wrapped is not None:
+                first = leading[note.start]
+                replaced[note.start] = (note.end, [first.with_changes(comment=cst.Comment(line)) for line in wrapped])
+        if not replaced and not added:
             return result
+        for start in sorted(replaced, reverse=True):
+            end, new_lines = replaced[start]
+            leading[start:end] = new_lines
         # Right above the statement, below any blank lines or comments it already had.
         return result.with_changes(leading_lines=[*leading, *added])
 
-    def _new_notes(self, statement: cst.CSTNode, messages: list[str]) -> int:
-        """How many of ``messages`` would add a line above ``statement`` (not there yet,
-        not replacing an earlier run's note on the same subject)."""
-        there = {self._todo_key(line.comment.value) for line in getattr(statement, "leading_lines", ())
-                 if line.comment is not None and line.comment.value.startswith(f"# {self.TODO_TAG}: ")}
-        there |= {self._todo_key(c) for c in self._header_comments}
-        return sum(1 for m in dict.fromkeys(messages) if self._todo_key(f"# {self.TODO_TAG}: {m}") not in there)
+    def _added_lines(self, statement: cst.CSTNode, comments: list[str], width: int) -> int:
+        """How many lines ``comments`` would add above ``statement``: new notes count their
+        wrapped lines, an earlier run's note on the same subject the difference."""
+        header_keys = {self._todo_key(t) for t in self._header_notes}
+        there = {self._todo_key(n.text): n for n in read_notes(getattr(statement, "leading_lines", ()),
+                                                               self._note_prefix)}
+        count = 0
+        for comment in dict.fromkeys(comments):
+            key = self._todo_key(comment)
+            if key in header_keys:
+                continue
+            note = there.pop(key, None)
+            lines = relaid(note.lines if note is not None else None, comment, width,
+                           width + MAX_LINE - self.line_limit)
+            if lines is not None:
+                count += len(lines) - (len(note.lines) if note is not None else 0)
+        return count
 
     def _todo_key(self, comment: str) -> str:
         """What a TODO is about: its text up to the first colon after the tag (the rule
@@ -626,9 +671,10 @@ class RewriteCommand(VisitorBasedCodemodCommand):
 
 
 class _AttachAt(cst.CSTTransformer):
-    """Attach comments to the statements with the given ids (of the tree visited)."""
+    """Attach comments (and the width to wrap them to) to the statements with the given
+    ids (of the tree visited)."""
 
-    def __init__(self, comments: dict[int, list[str]], attach: Callable[..., object]) -> None:
+    def __init__(self, comments: dict[int, tuple[list[str], int]], attach: Callable[..., object]) -> None:
         super().__init__()
         self._comments = comments
         self._attach = attach
@@ -639,4 +685,4 @@ class _AttachAt(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
         comments = self._comments.get(id(original_node))
-        return updated_node if comments is None else self._attach(updated_node, comments)
+        return updated_node if comments is None else self._attach(updated_node, *comments)

@@ -16,17 +16,21 @@ import libcst as cst
 
 from .api_index import Param
 
-__all__ = ["NO_SPACE", "add_params", "fit_call_args", "line_limit"]
+__all__ = ["MAX_LINE", "NO_SPACE", "add_params", "fit_call_args", "line_limit"]
 
 _Item = Union[cst.Param, cst.ParamStar, cst.ParamSlash]
 NO_SPACE = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 _EMPTY = cst.SimpleWhitespace("")
 
 
+#: the longest line length a file is taken to have
+MAX_LINE = 120
+
+
 def line_limit(source: str) -> int:
     """The file's line length: its longest code line, between PEP 8's 79 and 120."""
     longest = max((len(line) for line in source.splitlines() if not line.lstrip().startswith("#")), default=0)
-    return max(79, min(120, longest))
+    return max(79, min(MAX_LINE, longest))
 
 
 def _items(p: cst.Parameters) -> list[_Item]:

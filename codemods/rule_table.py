@@ -183,14 +183,21 @@ RULES: tuple[Rule, ...] = (
     MethodRename(
         id="sizevars-optimization-hint", since=_r("2.11"), old_removed=_r("2.12"),
         method="size_hint", new="optimization_hint", receiver="sizevars",
-        note="size_hint renamed optimization_hint (old name removed in 2.12)",
-        confirmed="2.11.0 torch/_inductor/sizevars.py:694 optimization_hint; 2.12.1 sizevars.py has no size_hint",
+        new_without_keyword=("fallback", "size_hint_or_throw"),
+        note="size_hint split in two (old name removed in 2.12): with fallback= it is optimization_hint; "
+             "without, it raised on unbacked symbols exactly as size_hint_or_throw (2.12: guarding_hint_or_throw)",
+        confirmed="2.11.0 torch/_inductor/sizevars.py:694 optimization_hint; :622 size_hint(expr, *, fallback=None) "
+                  "is int(symbolic_hint(expr)) without fallback, :656 size_hint_or_throw the same; "
+                  "2.12.1 sizevars.py has no size_hint",
     ),
     MethodRename(
         id="sizevars-optimization-hints", since=_r("2.11"), old_removed=_r("2.12"),
         method="size_hints", new="optimization_hints", receiver="sizevars",
-        note="size_hints renamed optimization_hints (old name removed in 2.12)",
-        confirmed="2.11.0 torch/_inductor/sizevars.py:771; 2.12.1 sizevars.py has no size_hints",
+        new_without_keyword=("fallback", "size_hints_or_throw"),
+        note="size_hints split in two (old name removed in 2.12): with fallback= it is optimization_hints; "
+             "without, it is size_hints_or_throw (2.12: guarding_hints_or_throw)",
+        confirmed="2.11.0 torch/_inductor/sizevars.py:771 optimization_hints; :831 size_hints maps size_hint, "
+                  ":845 size_hints_or_throw maps size_hint_or_throw; 2.12.1 sizevars.py has no size_hints",
     ),
     SymbolMove(
         id="static-triton-launcher", since=_r("2.11"),

@@ -195,13 +195,18 @@ class MethodRename(Rule):
     object (``sizevars`` matches ``V.graph.sizevars`` and ``self.sizevars``);
     ``None`` matches any receiver. ``new_if_value_used`` is the spelling to use
     when the call's result is consumed (old ``guard_equals`` returned a value,
-    new ``check_equals`` returns ``None``).
+    new ``check_equals`` returns ``None``). ``new_without_keyword`` = (keyword, method):
+    the spelling for a call that does not pass ``keyword`` (2.11's ``size_hint(x)`` without
+    ``fallback=`` is ``size_hint_or_throw(x)``, line for line; with it, ``optimization_hint``).
+    A later selected rename of the new spelling follows (``size_hint_or_throw`` ->
+    ``guarding_hint_or_throw`` on 2.12).
     """
 
     method: str
     new: str
     receiver: str | None = None
     new_if_value_used: str | None = None
+    new_without_keyword: tuple[str, str] | None = None
 
     def prefilter(self) -> tuple[tuple[str, ...], ...]:
         return ((self.receiver,), (self.method,)) if self.receiver else ((self.method,),)
@@ -219,6 +224,9 @@ class MethodRename(Rule):
         text = f"{self.receiver or '<obj>'}.{self.new}(...)"
         if self.new_if_value_used:
             text += f" (or .{self.new_if_value_used}(...) when the result is used)"
+        if self.new_without_keyword:
+            keyword, method = self.new_without_keyword
+            text += f" with {keyword}=, else .{method}(...)"
         return text
 
 

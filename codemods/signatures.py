@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .api_index import Param, Signature
 
-__all__ = ["ParamChanges", "compare", "CallPlan", "plan_call", "OverridePlan", "plan_override"]
+__all__ = ["ParamChanges", "compare", "mechanical_rename", "CallPlan", "plan_call", "OverridePlan", "plan_override"]
 
 _POSITIONAL = ("posonly", "positional")
 
@@ -30,6 +30,8 @@ class ParamChanges:
     renamed: dict[str, str] = field(default_factory=dict)
     removed: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
+    #: old names of the renames that are mechanical (see :func:`mechanical_rename`)
+    mechanical: frozenset[str] = frozenset()
 
     @property
     def changed(self) -> bool:
@@ -41,6 +43,20 @@ def _open(params: Sequence[Param]) -> bool:
     return any(p.kind in ("varargs", "varkw") for p in params)
 
 
+def mechanical_rename(old: Param, new: Param) -> bool:
+    """A rename the index proves is one: same slot (the caller checked), same kind, the same
+    default, and names that are one spelling grown or shortened (the shorter's letters in
+    order in the longer: ``numer`` -> ``number``) or share a word (``strict_sum`` ->
+    ``strict_reduction``). ``compile_only`` -> ``do_link`` (opposite meanings) is neither."""
+    if old.kind != new.kind or old.default != new.default:
+        return False
+    short, long_ = sorted((old.name, new.name), key=len)
+    letters = iter(long_)
+    if len(short) > 2 and all(c in letters for c in short):  # `in` on an iterator consumes it: in order
+        return True
+    return bool({w for w in old.name.split("_") if len(w) > 2} & {w for w in new.name.split("_") if len(w) > 2})
+
+
 def compare(old: Signature, new: Signature) -> ParamChanges:
     """Renames are paired by position: a parameter gone from index ``i`` whose slot
     now holds a new name of the same kind (``strict_sum`` -> ``strict_reduction``)."""
@@ -49,33 +65,39 @@ def compare(old: Signature, new: Signature) -> ParamChanges:
     gone = [p for p in o if p.name in old_names - new_names]
     fresh = [p for p in n if p.name in new_names - old_names]
     renamed: dict[str, str] = {}
+    mechanical: set[str] = set()
     for p in gone:
         index = o.index(p)
         slot = n[index] if index < len(n) else None
         if slot is not None and slot in fresh and (slot.kind in _POSITIONAL) == (p.kind in _POSITIONAL) \
                 and (slot.default is None) == (p.default is None):
             renamed[p.name] = slot.name
+            if mechanical_rename(p, slot):
+                mechanical.add(p.name)
     removed = tuple(p.name for p in gone if p.name not in renamed)
     added = tuple(p.name for p in fresh if p.name not in renamed.values())
-    return ParamChanges(o, n, renamed, removed, added)
+    return ParamChanges(o, n, renamed, removed, added, frozenset(mechanical))
 
 
 @dataclass
 class CallPlan:
     """Edits for one call: positional arguments (by index) to pass by keyword, and
-    problems that need a human.
+    problems that need a human, and keywords to rename.
 
     Only edits whose meaning the index proves are made: a parameter that kept its name
-    but moved or became keyword-only. A parameter paired with a new name at the same
-    position is *probably* a rename, but the index cannot tell ``compile_only`` ->
-    ``do_link`` (same slot, opposite meaning) from ``numer`` -> ``number``: a TODO."""
+    but moved or became keyword-only, and a mechanical rename (``numer=`` -> ``number=``,
+    see :func:`mechanical_rename`; a positional argument in its place needs nothing). Any
+    other parameter paired with a new name at the same position is *probably* a rename,
+    but the index cannot tell ``compile_only`` -> ``do_link`` (same slot, opposite
+    meaning) from one: a TODO."""
 
     to_keyword: dict[int, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    rename_keywords: dict[str, str] = field(default_factory=dict)
 
     @property
     def edits(self) -> bool:
-        return bool(self.to_keyword)
+        return bool(self.to_keyword or self.rename_keywords)
 
 
 def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -> CallPlan:
@@ -94,7 +116,7 @@ def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -
                 plan.problems.append(f"{positional} positional arguments, the old signature took {len(old_pos)}")
             break
         name = old_pos[i].name
-        if name in changes.renamed:
+        if name in changes.renamed and name not in changes.mechanical:
             plan.problems.append(f"argument #{i + 1} was {name}, its place is now {changes.renamed[name]}")
         new_name = changes.renamed.get(name, name)
         if name in changes.removed or new_name not in new_params:
@@ -107,7 +129,10 @@ def plan_call(changes: ParamChanges, positional: int, keywords: Sequence[str]) -
         if convert_from is not None:
             plan.to_keyword[i] = new_name
     for keyword in keywords:
-        if keyword in changes.renamed and not new_open_kw:
+        if keyword in changes.renamed and keyword in changes.mechanical:
+            plan.rename_keywords[keyword] = changes.renamed[keyword]
+            passed.add(changes.renamed[keyword])
+        elif keyword in changes.renamed and not new_open_kw:
             plan.problems.append(f"keyword {keyword}= is gone; its place is now {changes.renamed[keyword]}")
             passed.add(changes.renamed[keyword])
         elif keyword in changes.removed and not new_open_kw:

@@ -412,10 +412,24 @@ class UpgradeCommand(IndexChecks):
             self.skipped(original, rule.id, f".{rule.method}", guard)
             return updated
         new = rule.new
-        if rule.new_if_value_used and self._value_used(original):
+        if rule.new_without_keyword and self._call_lacks_keyword(original, rule.new_without_keyword[0]):
+            new = rule.new_without_keyword[1]
+        elif rule.new_if_value_used and self._value_used(original):
             new = rule.new_if_value_used
+        seen = {rule.method}
+        later = self.index.methods.get(new)
+        while later is not None and later.method not in seen and self.receiver_matches(original.value, later.receiver):
+            seen.add(later.method)  # chains compose: size_hint -> size_hint_or_throw -> guarding_hint_or_throw
+            new, later = later.new, self.index.methods.get(later.new)
         self.record(original, rule.id, "rewrite", f".{rule.method} -> .{new}")
         return updated.with_changes(attr=cst.Name(new))
+
+    def _call_lacks_keyword(self, method: cst.Attribute, keyword: str) -> bool:
+        """``method`` is called, and neither by ``keyword=`` nor with ``**kwargs``."""
+        call = self.parent(method)
+        if not isinstance(call, cst.Call) or call.func is not method:
+            return False  # a bound-method reference: what its callers pass is unknown
+        return not any(a.star == "**" or (a.keyword is not None and a.keyword.value == keyword) for a in call.args)
 
     def _rewrite_chain(
         self, original: cst.Attribute, updated: cst.Attribute, qualname: str, res: Resolution

@@ -20,6 +20,7 @@ from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, split_import_from
 from .names import absolutize, dotted, import_from_module
+from .notes import read_notes
 from .params_edit import NO_SPACE, add_params
 from .redesigns import select_changes
 from .releases import Release
@@ -392,7 +393,12 @@ class IndexChecks(RewriteCommand):
             args = list(updated.args)
             for i, keyword in plan.to_keyword.items():
                 args[i] = args[i].with_changes(keyword=cst.Name(keyword), equal=NO_SPACE)
-            updated = self.fit_call(original, updated.with_changes(args=args), min(plan.to_keyword))
+            for i, arg in enumerate(args):  # same width or wider: the call's layout is kept
+                if arg.keyword is not None and arg.keyword.value in plan.rename_keywords:
+                    args[i] = arg.with_changes(keyword=cst.Name(plan.rename_keywords[arg.keyword.value]))
+            updated = updated.with_changes(args=args)
+            if plan.to_keyword:
+                updated = self.fit_call(original, updated, min(plan.to_keyword))
             self.record(original, SIGNATURE_RULE, "rewrite", f"{name}(): arguments follow the {since} signature")
         if plan.problems:
             self.todo(original, SIGNATURE_RULE, f"{name}() changed in {since}: {'; '.join(plan.problems)}; "
@@ -536,11 +542,11 @@ class IndexChecks(RewriteCommand):
     def _noted_unused(self, fn: cst.FunctionDef, subject: str) -> set[str]:
         """Names in the ``not used yet:`` list of this tool's note on ``subject`` above ``fn``."""
         prefix = f"# {self.TODO_TAG}: {subject}"
-        for line in fn.leading_lines:
-            if line.comment is not None and line.comment.value.startswith(prefix):
-                listed = _NOT_USED.search(line.comment.value)
-                if listed:
-                    return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
+        # joined: the subject and the list may be wrapped over several lines
+        for note in read_notes(fn.leading_lines, f"# {self.TODO_TAG}: "):
+            listed = _NOT_USED.search(note.text) if note.text.startswith(prefix) else None
+            if listed:
+                return {item.partition("=")[0].strip() for item in listed.group(1).split(", ")}
         return set()
 
     @staticmethod

@@ -4,9 +4,11 @@ with hand-written expectations."""
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
 from spyre_codemods.migrate import MigrateCommand
+
+from .joined_notes import JoinedNotesTest as CodemodTest
 
 TAG = "# TODO(spyre-adapter migrate):"
 

@@ -3,10 +3,12 @@ that rule selected, on a hand-written before/after pair."""
 
 from __future__ import annotations
 
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
 from spyre_codemods.rule_table import RULES, rule_by_id
 from spyre_codemods.upgrade import UpgradeCommand
+
+from .joined_notes import JoinedNotesTest as CodemodTest
 
 CREATE_TODO = (
     "# TODO(spyre-adapter upgrade): 2.6: a PythonWrapperCodegen subclass must override the static "
@@ -541,18 +543,23 @@ class TestSizevarsRules(RuleTest):
             """
             hint = V.graph.sizevars.size_hint(numel, fallback=8192)
             hints = map(V.graph.sizevars.size_hint, exprs)
+            exact = V.graph.sizevars.size_hint(numel)
+            either = V.graph.sizevars.size_hint(numel, **options)
             """,
             """
             hint = V.graph.sizevars.optimization_hint(numel, fallback=8192)
             hints = map(V.graph.sizevars.optimization_hint, exprs)
+            exact = V.graph.sizevars.size_hint_or_throw(numel)
+            either = V.graph.sizevars.optimization_hint(numel, **options)
             """,
         )
 
     def test_sizevars_optimization_hints(self) -> None:
         self.check(
             "sizevars-optimization-hints",
-            "hints = V.graph.sizevars.size_hints(sizes, fallback=1)\n",
-            "hints = V.graph.sizevars.optimization_hints(sizes, fallback=1)\n",
+            "hints = V.graph.sizevars.size_hints(sizes, fallback=1)\nexact = V.graph.sizevars.size_hints(sizes)\n",
+            "hints = V.graph.sizevars.optimization_hints(sizes, fallback=1)\n"
+            "exact = V.graph.sizevars.size_hints_or_throw(sizes)\n",
         )
 
     def test_sizevars_guarding_hint(self) -> None:

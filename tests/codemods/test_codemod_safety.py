@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
 from spyre_codemods.advisories import ADVISORIES
 from spyre_codemods.guards import GuardFinder, is_version_test
@@ -16,6 +16,9 @@ from spyre_codemods.releases import Release, parse_release
 from spyre_codemods.rule_table import RULES
 from spyre_codemods.rules import select_rules
 from spyre_codemods.upgrade import UpgradeCommand
+
+from .joined_notes import JoinedNotesTest as CodemodTest
+from .joined_notes import join_notes
 
 ADVISORY = "# TODO(spyre-adapter upgrade): " + next(a for a in ADVISORIES if a.id == "optimization-hint-fallback").message
 
@@ -112,7 +115,7 @@ class TestCompatBlocks(CodemodTest):
             if importlib.util.find_spec("torch._inductor.loop_body") is None:
                 from torch._inductor.ir import LoopBodyBlock
             """
-        result = upgrade(code.replace("\n            ", "\n"), "2.4", "2.15")
+        result = join_notes(upgrade(code.replace("\n            ", "\n"), "2.4", "2.15"))
         assert result.count("left alone inside a version-guarded block") == 2
         assert "evaluate_static_shape(x)" in result and "from torch._inductor.ir import LoopBodyBlock" in result
 
@@ -179,7 +182,7 @@ class TestCompatBlocks(CodemodTest):
                     {ADVISORY} (also used at +2 lines from here)
                     return V.graph.sizevars.optimization_hint(expr, fallback=4096)
                 try:
-                    return float(V.graph.sizevars.optimization_hint(x))
+                    return float(V.graph.sizevars.guarding_hint_or_throw(x))
                 except (TypeError, ValueError):
                     return getattr(sympy, "oo")
             """,
@@ -325,19 +328,22 @@ class TestComposition(CodemodTest):
         code = "n = V.graph.sizevars.size_hint(x)\nV.graph.sizevars.guard_equals(a, b)\n"
         self.assertCodemod(code, "n = V.graph.sizevars.size_hint(x)\nV.graph.sizevars.check_equals(a, b)\n",
                            source="2.8", target="2.10", index_checks=False)
-        self.assertCodemod(code, "n = V.graph.sizevars.optimization_hint(x)\nV.graph.sizevars.guard_equals(a, b)\n",
+        self.assertCodemod(code, "n = V.graph.sizevars.guarding_hint_or_throw(x)\nV.graph.sizevars.guard_equals(a, b)\n",
                            source="2.9", target="2.12", index_checks=False)
 
     def test_deprecation_window_applies_when_the_old_spelling_goes(self) -> None:
         # 2.11 has both size_hint and optimization_hint; 2.12 removes size_hint: code
         # written for 2.11 must change on the way to 2.12 (the rule's `since` is 2.11)
-        code = "n = V.graph.sizevars.size_hint(x)\n"
-        new = "n = V.graph.sizevars.optimization_hint(x)\n"
+        # (without fallback= size_hint raised on unbacked symbols as size_hint_or_throw, which
+        # 2.12 renamed guarding_hint_or_throw: the two rules compose)
+        code = "n = V.graph.sizevars.size_hint(x)\nm = V.graph.sizevars.size_hint(y, fallback=8)\n"
+        new = "n = V.graph.sizevars.guarding_hint_or_throw(x)\nm = V.graph.sizevars.optimization_hint(y, fallback=8)\n"
         self.assertCodemod(code, new, source="2.11", target="2.12", index_checks=False)
         self.assertCodemod(code, new, source="2.10", target="2.12", index_checks=False)
-        # both spellings still work on 2.11: only with --modernize
+        # both spellings still work on 2.11: only with --modernize, and 2.11's names
         self.assertCodemod(code, code, source="2.10", target="2.11", index_checks=False)
-        self.assertCodemod(code, new, source="2.10", target="2.11", index_checks=False, modernize=True)
+        on_2_11 = "n = V.graph.sizevars.size_hint_or_throw(x)\nm = V.graph.sizevars.optimization_hint(y, fallback=8)\n"
+        self.assertCodemod(code, on_2_11, source="2.10", target="2.11", index_checks=False, modernize=True)
         # code written for 2.12 cannot be using the old spelling any more
         self.assertCodemod(code, code, source="2.12", target="2.15", index_checks=False)
 

@@ -11,6 +11,7 @@ from spyre_codemods.api_index import Param
 from spyre_codemods.params_edit import add_params, fit_call_args, line_limit
 from spyre_codemods.upgrade import UpgradeCommand
 
+from .joined_notes import join_notes
 from .test_codemod_upgrade_checks import UpgradeTest
 
 T = "# TODO(spyre-adapter upgrade): "
@@ -118,6 +119,7 @@ def test_a_parameter_new_on_the_base_in_the_place_of_an_own_one_is_flagged() -> 
         "class A(CachingAutotuner):\n"
         "    def precompile(self, warm_cache_only=False, reload=None):\n"
         "        return reload\n")).code
+    out = join_notes(out)
     assert ("def precompile(self, warm_cache_only=False, reload=None,\n"
             "                   static_triton_bundle_key=None):") in out
     assert "parameter reload is in the place of the base's reload_kernel: rename it reload_kernel" in out

@@ -8,15 +8,19 @@ import shutil
 from pathlib import Path
 
 import libcst as cst
-from libcst.codemod import CodemodContext, CodemodTest
+from libcst.codemod import CodemodContext
 
 from spyre_codemods.advisories import ADVISORIES, select_advisories
-from spyre_codemods.api_index import load_index
+from spyre_codemods.api_index import Param, Signature, load_index
 from spyre_codemods.driver import Job, process_file, run
 from spyre_codemods.fileio import iter_python_files
 from spyre_codemods.import_resolution import unresolved_imports
 from spyre_codemods.redesigns import REDESIGNS, select_changes
+from spyre_codemods.signatures import compare, mechanical_rename, plan_call
 from spyre_codemods.upgrade import UpgradeCommand
+
+from .joined_notes import JoinedNotesTest as CodemodTest
+from .joined_notes import join_notes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T = "# TODO(spyre-adapter upgrade): "
@@ -33,10 +37,13 @@ def test_a_2_11_backend_calling_size_hint_is_upgraded_to_2_12(tmp_path: Path) ->
     assert original.count(".size_hint(") == 7
     result = process_file(path, Job("upgrade", "2.11", "2.12", mode="write"))
     assert result.status == "changed", result.error
-    text = path.read_text()
+    text = join_notes(path.read_text())
     # six sites sit in sympy `hasattr` / `except (TypeError, ValueError)` blocks, which
-    # guard nothing: rewritten; the seventh is in a real torch-version guard: kept, marked
-    assert text.count(".optimization_hint(") == 6 + 1 and text.count(".size_hint(") == 1
+    # guard nothing: rewritten; the seventh is in a real torch-version guard: kept, marked.
+    # The one passing fallback= becomes optimization_hint, the five without guarding_hint_or_throw
+    # (they raised on unbacked symbols, and still do); the guarded block's own optimization_hint stays
+    assert text.count(".optimization_hint(") == 1 + 1 and text.count(".guarding_hint_or_throw(") == 5
+    assert text.count(".size_hint(") == 1
     assert text.count("left alone inside a version-guarded block") == 1
     # one note per function: numel_hint's two uses share the note above the first
     assert text.count(_advisory("optimization-hint-fallback")) == 5
@@ -265,14 +272,30 @@ class TestSignatures(UpgradeTest):
             "    return cdiv(numer=n, denom=64)\n\n"
             "def build(code):\n"
             "    return CppCodeCache.load(code, device_type='cpu')\n")).code
-        assert "ceildiv() changed in 2.8: keyword numer= is gone; its place is now number" in result
+        result = join_notes(result)
+        # numer -> number is mechanical (same slot, kind and default, one spelling grown): renamed
+        assert "return cdiv(number=n, denom=64)\n" in result and "ceildiv() changed" not in result
         assert "CppCodeCache.load() changed in 2.8" in result or "load() changed in 2.8" in result
+
+    def test_only_a_mechanical_rename_is_applied(self) -> None:
+        numer, number = Param("numer", "positional", None), Param("number", "positional", None)
+        assert mechanical_rename(numer, number)
+        assert mechanical_rename(Param("strict_sum", "kwonly", "False"), Param("strict_reduction", "kwonly", "False"))
+        assert not mechanical_rename(Param("compile_only", "positional", None), Param("do_link", "positional", None))
+        assert not mechanical_rename(Param("src", "positional", "1"), Param("source", "positional", "2"))
+        assert not mechanical_rename(numer, Param("number", "kwonly", None))
+        # a positional argument in a mechanically renamed slot needs nothing; a keyword is renamed
+        changes = compare(Signature("numer, denom", "f"), Signature("number, denom", "f"))
+        assert plan_call(changes, 2, []).problems == [] and not plan_call(changes, 2, []).edits
+        plan = plan_call(changes, 0, ["numer", "denom"])
+        assert plan.rename_keywords == {"numer": "number"} and not plan.problems
 
     def test_a_renamed_keyword_is_flagged_not_guessed(self) -> None:
         # the index pairs compile_only with do_link (same slot): not provably a rename
         result = UpgradeCommand(CodemodContext(), "2.6", "2.15").transform_module(
             cst.parse_module("from torch._inductor.cpp_builder import get_cpp_options\n"
                              "opts = get_cpp_options('g++', compile_only=True)\n")).code
+        result = join_notes(result)
         assert "compile_only=True" in result and "keyword compile_only= is gone; its place is now do_link" in result
 
 
