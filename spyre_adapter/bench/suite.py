@@ -346,9 +346,12 @@ def reference_section(m: Machine = DEFAULT, quick: bool = False, path: str | Pat
     per_category, limit = REFERENCE_SAMPLE[quick]
     doc = rm.compare(path=path, m=m, per_category=per_category, limit_bytes=limit,
                      ops=QUICK_REFERENCE_OPS if quick else None)
+    splits = rm.matmul_on_identical_splits(m, rm.load_cost_model(path),
+                                           splits=rm.IDENTICAL_SPLITS[:1 if quick else None])
     return {k: doc[k] for k in ("per_category", "out_of_reference_scope", "configs_in_plan", "expressible_in_plan",
                                 "compared", "per_category_sample", "skipped_reasons", "rows", "wall_s")} | \
-        {"max_operand_bytes": limit, "quick_ops": list(QUICK_REFERENCE_OPS) if quick else None}
+        {"max_operand_bytes": limit, "quick_ops": list(QUICK_REFERENCE_OPS) if quick else None,
+         "matmul_identical_splits": splits}
 
 
 # ------------------------------------------------------------------ summary
@@ -363,6 +366,16 @@ def _vs_reference(ref: dict[str, Any]) -> dict[str, Any]:
         return {"skipped": ref["skipped"]}
     return {cat: {"mape": st["mape"], "spearman": st["spearman"], "n": st["n"], "basis": rm.basis(cat)}
             for cat, st in ref["per_category"].items()}
+
+
+def _identical_splits(ref: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Ours over theirs on one GEMM forced to the same splits (both models, same program)."""
+    splits = (ref or {}).get("matmul_identical_splits") or []
+    if not splits:
+        return None
+    ratios = [r["ours_shared_over_theirs"] for r in splits]
+    return {"n": len(ratios), "ours_over_theirs_min": min(ratios), "ours_over_theirs_max": max(ratios),
+            "basis": "independent"}
 
 
 def _baseline_geomean(rows: Sequence[dict[str, Any]], key: str, eta: str) -> float:
@@ -407,6 +420,7 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
         "baseline_torch_spyre_rules_gemm_rho_geomean": _baseline_geomean(big, "torch_spyre_rules", "rho"),
         **{k: v for k, v in cal.summary(calib).items() if k != "calibration_fitted"},
         "vs_torch_spyre_cost_model": _vs_reference(reference) if reference is not None else {"skipped": "not run"},
+        "matmul_identical_splits_vs_torch_spyre": _identical_splits(reference),
         "kernels": len(rows),
         **extra,
     }
@@ -571,6 +585,18 @@ def _print_reference(ref: dict[str, Any], console: Console) -> None:
                       f"{st['within_band']:.0%} of {st['published_rms_percent'][1]:g} %"
                       if st.get("within_band") is not None else "-", rm.basis(cat))
     console.print(table)
+    splits = ref.get("matmul_identical_splits") or []
+    if splits:
+        t = Table(title="one 2048^3 fp16 GEMM forced to each split (us): ours with operand blocks shared over the "
+                        "ring / each core reading its own, against torch-spyre's prediction")
+        for col in ("split B,M,N,K", "ours shared", "DRAM MiB", "ours unshared", "DRAM MiB", "theirs",
+                    "shared / theirs", "compute floor"):
+            t.add_column(col)
+        for r in splits:
+            t.add_row(",".join(map(str, r["split"])), f"{r['ours_shared_us']:.1f}", f"{r['ours_shared_dram_mib']:.0f}",
+                      f"{r['ours_unshared_us']:.1f}", f"{r['ours_unshared_dram_mib']:.0f}", f"{r['theirs_us']:.1f}",
+                      f"{r['ours_shared_over_theirs']:.2f}", f"{r['compute_floor_us']:.1f}")
+        console.print(t)
 
 
 def command(args: argparse.Namespace) -> int:

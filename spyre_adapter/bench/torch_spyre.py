@@ -51,7 +51,7 @@ from spyre_adapter.scheduler.matmul import MatmulShape, plan_grid, plan_matmul
 __all__ = ["ReferenceUnavailable", "reference_dir", "skip_reason", "load_cost_model", "load_sweep", "Config",
            "category",
            "PUBLISHED_RMS", "expressible", "in_reference_scope", "our_device_ns", "their_ns", "spearman", "compare",
-           "command"]
+           "IDENTICAL_SPLITS", "matmul_on_identical_splits", "command"]
 
 #: Published RMS error of the reference against measured kernels, by category (percent;
 #: a range where the source gives one). Matmul is systematically under-predicted.
@@ -563,6 +563,41 @@ def _per_category(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ command line
+
+#: Work divisions (B, M, N, K) of one GEMM both models are run on: torch-spyre's own
+#: choice for 2048^3 on 32 cores first, then the other shapes of a 32-core grid.
+IDENTICAL_SPLITS: tuple[tuple[int, int, int, int], ...] = ((1, 4, 8, 1), (1, 8, 4, 1), (1, 2, 16, 1),
+                                                           (1, 32, 1, 1), (1, 1, 32, 1))
+
+
+def matmul_on_identical_splits(m: Machine = DEFAULT, cm: ModuleType | None = None, size: int = 2048,
+                               splits: Sequence[tuple[int, int, int, int]] = IDENTICAL_SPLITS) -> list[dict[str, Any]]:
+    """The two matmul models on the same program: a ``size``^3 fp16 GEMM forced to
+    each split, ours simulated with operand blocks shared over the ring (each block
+    read from DRAM once per sharing group) and without (every core reads its own),
+    against the reference's prediction for that split. Per row: modeled times (us),
+    the DRAM bytes our program moves, the compulsory bytes and the compute floor
+    at the sustained MAC rate, so the gap can be read as traffic or as compute."""
+    cm = cm or load_cost_model()
+    kernel = sk.mm(size, size, size)
+    macs = size ** 3
+    rows = []
+    for split in splits:
+        cores = math.prod(split)
+        mc = m.replace(cores=cores)
+        c = Config("mm", rows=size, cols=size, n=size, cores=cores, split=split)
+        row: dict[str, Any] = {"split": list(split), "cores": cores, "theirs_us": their_ns(c, cm) / 1e3,
+                               "compulsory_mib": 3 * size * size * 2 / 2**20,
+                               "compute_floor_us": macs / (cores * mc.sustained_mac_per_ns_per_core) / 1e3}
+        for share, label in ((True, "shared"), (False, "unshared")):
+            p = plan_grid(kernel, mc, {}, kernel.name, split, share=share)
+            tl = timing.simulate(p, mc, keep_events=False)
+            row[f"ours_{label}_us"] = (tl.total_ns - mc.kernel_launch_ns) / 1e3
+            row[f"ours_{label}_dram_mib"] = tl.dram_bytes / 2**20
+        row["ours_shared_over_theirs"] = row["ours_shared_us"] / row["theirs_us"]
+        rows.append(row)
+    return rows
+
 
 def command(args: argparse.Namespace) -> int:
     """``spyre-adapter reference`` (arguments checked by :mod:`spyre_adapter.cli.bench`)."""

@@ -80,3 +80,20 @@ def test_a_rank_correlation_needs_eight_points_and_agreement_says_what_it_rests_
     assert rm._stats(pairs + [(9.0, 9.5)])["spearman"] == pytest.approx(1.0)
     assert {rm.basis(c) for c in ("pointwise", "reduction", "transport", "broadcast")} == {"shared constants"}
     assert rm.basis("matmul") == rm.basis("bmm_3d2d") == "independent"
+
+
+@pytest.mark.skipif(not HAVE_REFERENCE, reason="shared/reference/torch-spyre-cost-model not beside the checkout")
+def test_matmul_models_on_identical_splits() -> None:
+    """Both models on the same program: with operand blocks shared, ours reads each
+    block once (the compulsory bytes, what the reference charges) and never beats
+    the compute floor; without sharing the same split reads more and runs slower.
+    The reference's prediction does not depend on the split (the docs say so)."""
+    size = 512
+    rows = rm.matmul_on_identical_splits(size=size, splits=((1, 4, 8, 1), (1, 32, 1, 1)))
+    compulsory = 3 * size * size * 2 / 2**20
+    for r in rows:
+        assert r["ours_shared_dram_mib"] == pytest.approx(compulsory)
+        assert r["ours_unshared_dram_mib"] > r["ours_shared_dram_mib"]
+        assert r["ours_unshared_us"] > r["ours_shared_us"] >= r["compute_floor_us"]
+        assert r["ours_shared_over_theirs"] == pytest.approx(r["ours_shared_us"] / r["theirs_us"])
+    assert rows[0]["theirs_us"] == pytest.approx(rows[1]["theirs_us"])
