@@ -14,7 +14,7 @@ from tests.support import kernels as K
 from spyre_adapter.model.machine import DEFAULT, Machine
 from spyre_adapter.model.program import Region
 from spyre_adapter.model.timing import lower_bound_ns, simulate
-from spyre_adapter.model.traffic import region_stick_set, region_sticks
+from spyre_adapter.model.traffic import StickMarks, index_sticks, region_stick_set, region_sticks
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul
 
@@ -42,6 +42,19 @@ def test_stick_counts_match_the_elements_at_any_offset(isz: int) -> None:
             first, last = region_stick_set(r, isz)
             covered = torch.cat([torch.arange(int(a), int(b) + 1) for a, b in zip(first, last)])
             assert torch.equal(covered, sticks)
+
+
+@pytest.mark.parametrize("isz", [1, 2, 4, 8])
+def test_index_sticks_count_what_the_buffer_bitmap_marks(isz: int) -> None:
+    """A gather's sticks counted from its indices alone (sorted, repeated,
+    clustered or scattered) equal the sticks a bitmap over the whole buffer marks."""
+    g = torch.Generator().manual_seed(isz)
+    n = 50_000
+    for idx in (torch.randint(0, n, (3000,), generator=g), torch.arange(0, n, 7), torch.full((9,), n - 1),
+                torch.arange(4096).flip(0) // 5, torch.empty(0, dtype=torch.int64)):
+        marks = StickMarks(n * isz + 128)
+        marks.add_indices(idx, isz)
+        assert index_sticks(idx, isz) == marks.count()
 
 
 @pytest.mark.parametrize("m", [DEFAULT, Machine.from_spec("cores=8,lx_kib=512")])
