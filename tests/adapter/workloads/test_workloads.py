@@ -256,6 +256,7 @@ def test_runner_classifies_and_never_crashes(tmp_path: Path, report) -> None:
     path.write_text(FILE)
     recs = {r["name"]: r for r in run_files([path], progress=False)}
     assert recs["mul_strided"]["status"] == diff.PASS and recs["mul_strided"]["launches"] >= 1
+    assert 0 < recs["mul_strided"]["cpu_seconds"] and 0 < recs["mul_strided"]["seconds"]
     assert recs["view_only"]["status"] == diff.PASS_NO_KERNEL
     assert recs["add_inplace"]["status"] in (diff.PASS, diff.PASS_NO_KERNEL)
     assert recs["histogram"]["status"] == diff.FALLBACK and any("histc" in f for f in recs["histogram"]["fallbacks"])
