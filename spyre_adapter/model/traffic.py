@@ -220,9 +220,11 @@ class _TracingMemory(FlatMemory):
 
     def __init__(self, buffers: MutableMapping[str, torch.Tensor], written: frozenset[str],
                  reads: dict[str, StickMarks], writes: dict[str, StickMarks], stick: int,
-                 before: Mapping[str, StickMarks] | None = None) -> None:
+                 before: Mapping[str, StickMarks] | None = None, sink: frozenset[str] = frozenset()) -> None:
         super().__init__(buffers, written)
         self.reads, self.writes, self.stick, self.before = reads, writes, stick, before or {}
+        #: buffers no load reads: their stores are marked, not written
+        self.sink = sink
 
     def _written(self, name: str) -> torch.Tensor | None:
         parts = [t[name].marks for t in (self.before, self.writes) if name in t]
@@ -265,7 +267,8 @@ class _TracingMemory(FlatMemory):
     def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
               mode: str | None) -> None:
         self._touch(self.writes, name, index, tile, None, reduced)
-        super().store(pos, name, index, value, tile, reduced, mode)
+        if name not in self.sink:
+            super().store(pos, name, index, value, tile, reduced, mode)
 
 
 #: Points (iteration x reduction) of one traced tile at most: a GB table traced
@@ -327,13 +330,16 @@ def compulsory_bytes(kernel: kir.Kernel, buffers: Mapping[str, torch.Tensor] | N
                    if b.role != "internal") * stick
     bufs: dict[str, torch.Tensor] = {}
     written = {b.name for b in kernel.buffers if b.role in ("output", "inout", "internal")}
+    # Stores into a buffer no load reads only mark sticks: no copy to write into
+    # (a 2 GB output cloned for that was the peak of a whole workload run).
+    sink = written - {i.args[0] for lk in kernel.kernels for i in lk.body if i.op == "load"}
     for spec in kernel.buffers:
         numel = concrete(spec.storage_numel, sizes)
         src = buffers.get(spec.name) if buffers is not None else None
-        if src is None:
-            bufs[spec.name] = torch.zeros(numel, dtype=torch_dtype(spec.dtype))
+        if src is None:  # (a sink's stand-in is never touched: empty, not resident)
+            bufs[spec.name] = (torch.empty if spec.name in sink else torch.zeros)(numel, dtype=torch_dtype(spec.dtype))
         else:
-            bufs[spec.name] = src.clone() if spec.name in written else src
+            bufs[spec.name] = src.clone() if spec.name in written - sink else src
     reads: dict[str, StickMarks] = {}
     writes: dict[str, StickMarks] = {}
     internal = {b.name for b in kernel.buffers if b.role == "internal"}
@@ -341,7 +347,8 @@ def compulsory_bytes(kernel: kir.Kernel, buffers: Mapping[str, torch.Tensor] | N
         done: dict[str, StickMarks] = {}  # this kernel's writes, every chunk's
         for box in _trace_boxes(lk, sizes):
             now: dict[str, StickMarks] = {}
-            evaluate(lk, _TracingMemory(bufs, frozenset(lk.writes()), reads, now, stick, writes), Tile(lk, box, sizes))
+            mem = _TracingMemory(bufs, frozenset(lk.writes()), reads, now, stick, writes, frozenset(sink))
+            evaluate(lk, mem, Tile(lk, box, sizes))
             _merge(done, now)
         _merge(writes, done)
     total = sum(m.count() for name, m in reads.items() if name not in internal)
