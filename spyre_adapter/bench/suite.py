@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from spyre_shims import kernel_ir as kir
+from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.runtime import capture_graphs, reset_compiled
 
 from spyre_adapter.backend import attention
@@ -151,8 +152,13 @@ def _flops(kernel: kir.Kernel) -> int:
 def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_core: bool = True,
                baselines_too: bool = True) -> dict[str, Any]:
     """The benchmark row of one kernel: the planned program and the baselines
-    (``single_core``: also plan it for one core; ``baselines_too`` off: none)."""
-    program = plan(kernel, m, {})
+    (``single_core``: also plan it for one core; ``baselines_too`` off: none).
+    A kernel no program fits is a row with the reason (``unplannable``): a
+    finding of the run, never its end."""
+    try:
+        program = plan(kernel, m, {})
+    except (DoesNotFit, UnsupportedKernelError) as exc:
+        return {"name": label, "source": source, "kind": None, "unplannable": str(exc), "check_error": None}
     main, error = _measure(kernel, m, program)
     row = {"name": label, "source": source, "kind": main.kind, "modeled_ns": main.modeled_ns,
            "eta_sustained": main.eta_sustained, "eta_datasheet": main.eta_datasheet, "eta_dram": main.eta_dram,
@@ -385,7 +391,10 @@ def _baseline_geomean(rows: Sequence[dict[str, Any]], key: str, eta: str) -> flo
 def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[dict[str, Any]],
               extra: dict[str, Any], reference: dict[str, Any] | None = None) -> dict[str, Any]:
     """The headline figures. GEMM geomeans are over the GEMMs whose every dimension
-    is at least 2048; baselines share the plan's denominators."""
+    is at least 2048; baselines share the plan's denominators. Kernels without a
+    program are counted and named, and left out of every figure."""
+    unplanned = [{"name": r["name"], "reason": r["unplannable"]} for r in rows if "unplannable" in r]
+    total, rows = len(rows), [r for r in rows if "unplannable" not in r]
     big = [r for r in rows if r["source"] == "gemm" and min(r["shape"]) >= 2048]
     chains = [r for r in rows if r["source"] == "chain"]
     return {
@@ -421,7 +430,8 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
         **{k: v for k, v in cal.summary(calib).items() if k != "calibration_fitted"},
         "vs_torch_spyre_cost_model": _vs_reference(reference) if reference is not None else {"skipped": "not run"},
         "matmul_identical_splits_vs_torch_spyre": _identical_splits(reference),
-        "kernels": len(rows),
+        "kernels": total,
+        "kernels_unplannable": unplanned,
         **extra,
     }
 
@@ -503,7 +513,9 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
                 "rho even / t-s", "plan"):
         table.add_column(col)
     for r in doc["kernels"]:
-        if r["source"] == "gemm":
+        if r["source"] == "gemm" and "unplannable" in r:
+            table.add_row(r["name"], "x".join(map(str, r.get("shape", ()))), "-", f"no program: {r['unplannable']}")
+        elif r["source"] == "gemm":
             ts, even = r.get("torch_spyre_rules"), r.get("even_split")
             table.add_row(r["name"], "x".join(map(str, r["shape"])), f"{r['modeled_ns'] / 1e3:.0f}",
                           _eta_pair(r), _eta_pair(r.get("single_core")), _eta_pair(even), _eta_pair(ts),
@@ -514,7 +526,9 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
     for col in ("kernel", "us", "eta dram", "rho", "cores", "eta even split", "rho even split"):
         table.add_column(col)
     for r in doc["kernels"]:
-        if r["source"] == "chain":
+        if r["source"] == "chain" and "unplannable" in r:
+            table.add_row(r["name"], "-", f"no program: {r['unplannable']}")
+        elif r["source"] == "chain":
             table.add_row(r["name"], f"{r['modeled_ns'] / 1e3:.1f}", f"{r['eta_dram']:.3f}", f"{r['rho']:.2f}",
                           str(r["cores"]), f"{r['even_split']['eta_dram']:.3f}", f"{r['even_split']['rho']:.2f}")
     console.print(table)

@@ -13,6 +13,7 @@ recorded, is each step type's (:mod:`.steps`).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -33,8 +34,8 @@ from spyre_adapter.model import isa
 from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
-from spyre_adapter.model.program import Lx, Program, itemsize
-from spyre_adapter.model.rules import buffer_dtypes, overlaps
+from spyre_adapter.model.program import DmaScatter, Lx, Program, itemsize
+from spyre_adapter.model.rules import buffer_dtypes
 
 __all__ = ["Execution", "Item"]
 
@@ -69,6 +70,13 @@ class Execution:
         self.direct: dict[tuple[int, int], tuple[int, Lx]] = {}
 
     # ---------------------------------------------------------- what steps ask of the launch
+    @functools.cached_property
+    def scattered(self) -> frozenset[str]:
+        """Buffers some step scatters to without accumulating: the only ones whose
+        gathers the dynamic race rule needs (asked by checked gathers only)."""
+        return frozenset(ins.buffer for c in self.p.cores for ins in c.instrs
+                         if isinstance(ins, DmaScatter) and not ins.accumulate)
+
     def dram(self, name: str) -> torch.Tensor:
         """A DRAM buffer of the launch (flat)."""
         return self.buffers[name]
@@ -224,17 +232,28 @@ class Execution:
                 self._dyn_conflict(buf, [a for a in y if a[2]], [a for a in x if not a[2]])
 
     def _dyn_conflict(self, buf: str, xs: list, ys: list) -> None:
-        """The first element an access of ``xs`` and one of another core in ``ys`` both touch, as an error."""
-        items = [(k, a[3], a[3]) for k, a in enumerate(xs + ys)]
-        cores = [a[0] for a in xs + ys]
-        n = len(xs)
-        for k, x in enumerate(xs):
-            others = [items[n + j] for j, y in enumerate(ys) if y[0] != x[0] and (x[2] or y[2])]
-            hit = overlaps([items[k]] + others) if others else None
-            if hit:
-                a, b = (xs + ys)[hit[0]], (xs + ys)[hit[1]]
-                what = "both scatter to" if a[2] and b[2] else "one gathers what the other scatters to at"
-                raise self.fail("cross-core write conflict" if a[2] and b[2] else "unordered DRAM access",
-                                cores[hit[1]], b[1], buf,
-                                f"{what} element {hit[2]}: {self.order.describe(a[0], a[1])} and "
-                                f"{self.order.describe(b[0], b[1])} are not ordered by any barrier or ring message")
+        """The first element an access of ``xs`` and one of another core in ``ys`` both
+        touch, as an error: one sort over every index of both lists (an element is a
+        conflict when both lists touch it and more than one core does)."""
+        if not xs or not ys:
+            return
+        el = torch.cat([a[3] for a in xs] + [a[3] for a in ys])
+        if el.numel() == 0:
+            return
+        core = torch.cat([torch.full((a[3].numel(),), a[0], dtype=torch.int32) for a in xs + ys])
+        nx = sum(a[3].numel() for a in xs)
+        u, inv = torch.unique(el, return_inverse=True)
+        in_x = torch.zeros(u.numel(), dtype=torch.bool).index_fill_(0, inv[:nx], True)
+        in_y = torch.zeros(u.numel(), dtype=torch.bool).index_fill_(0, inv[nx:], True)
+        lo = torch.full((u.numel(),), 1 << 30, dtype=torch.int32).scatter_reduce_(0, inv, core, "amin")
+        hi = torch.full((u.numel(),), -1, dtype=torch.int32).scatter_reduce_(0, inv, core, "amax")
+        bad = (in_x & in_y & (lo != hi)).nonzero()
+        if not bad.numel():
+            return
+        e = int(u[bad[0, 0]])
+        a, b = next((x, y) for x in xs if bool((x[3] == e).any())
+                    for y in ys if y[0] != x[0] and bool((y[3] == e).any()))
+        what = "both scatter to" if a[2] and b[2] else "one gathers what the other scatters to at"
+        raise self.fail("cross-core write conflict" if a[2] and b[2] else "unordered DRAM access", b[0], b[1], buf,
+                        f"{what} element {e}: {self.order.describe(a[0], a[1])} and "
+                        f"{self.order.describe(b[0], b[1])} are not ordered by any barrier or ring message")

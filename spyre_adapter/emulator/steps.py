@@ -34,7 +34,7 @@ from spyre_adapter.model import isa
 from spyre_adapter.model.bodies import index_cone
 from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Pe,
                                          RingRecv, RingSend, Vec)
-from spyre_adapter.model.traffic import StickMarks
+from spyre_adapter.model.traffic import index_sticks
 
 if TYPE_CHECKING:
     from spyre_adapter.emulator.execution import Execution
@@ -166,42 +166,44 @@ def _record_strided(ex: Execution, group: Group) -> rp.Thunk:
 
 
 def _addresses(ex: Execution, core: int, step: int, ins: DmaGather | DmaScatter) -> tuple[torch.Tensor, torch.Tensor]:
+    """The descriptor's live element indices (negative ones are masked off) and
+    the live mask; checks bounds and span, counts the sticks moved: torch ops over
+    the indices only, never over the buffer."""
     ex.lx.check_written(core, ins.addrs, step, ins.buffer, None)
-    idx = ex.lx.view(core, ins.addrs).reshape(-1).clone()
+    idx = ex.lx.view(core, ins.addrs).reshape(-1)
     live = idx >= 0
+    hit = idx[live]  # a copy: later steps may overwrite the addresses in LX
     n = ex.dram(ins.buffer).numel()
-    if bool(((idx >= n) & live).any()):
-        raise ex.fail("DMA outside a tensor's bytes", core, step, ins.buffer,
-                      f"element {int(idx[(idx >= n) & live][0])} of {n}")
     isz = ex.dram(ins.buffer).element_size()
-    marks = StickMarks(n * isz + ex.m.stick_bytes, ex.m.stick_bytes)
-    marks.add_indices(idx[live], isz)
-    ex.dynamic_bytes[(core, step)] = marks.count() * ex.m.stick_bytes
-    if ex.checking and bool(live.any()):
-        lo, hi = int(idx[live].min()), int(idx[live].max())
-        if (hi - lo + 1) * isz > ex.m.span_bytes_per_core:
+    if hit.numel():
+        lo, hi = int(hit.min()), int(hit.max())
+        if hi >= n:
+            raise ex.fail("DMA outside a tensor's bytes", core, step, ins.buffer,
+                          f"element {int(hit[hit >= n][0])} of {n}")
+        if ex.checking and (hi - lo + 1) * isz > ex.m.span_bytes_per_core:
             raise ex.fail("per-core span exceeded", core, step, ins.buffer,
                           f"{(hi - lo + 1) * isz} B > {ex.m.span_bytes_per_core} B")
-    return idx, live
+    ex.dynamic_bytes[(core, step)] = index_sticks(hit, isz, ex.m.stick_bytes) * ex.m.stick_bytes
+    return hit, live
 
 
 def _dma_gather(ex: Execution, core: int, step: int, ins: DmaGather) -> None:
-    idx, live = _addresses(ex, core, step, ins)
+    hit, live = _addresses(ex, core, step, ins)
     dst = ex.lx.view(core, ins.dst).reshape(-1)
-    dst[live] = ex.dram(ins.buffer)[idx[live]]
+    dst[live] = ex.dram(ins.buffer)[hit]
     st = ex.card.element_stamps(core, ins.dst).reshape(dst.numel(), -1)
     st[live] = ex.lx.epoch
-    if ex.checking:
-        ex.dyn_reads[ins.buffer].append((core, step, idx[live]))
+    if ex.checking and ins.buffer in ex.scattered:  # only a buffer some core scatters to can race a gather
+        ex.dyn_reads[ins.buffer].append((core, step, hit))
 
 
 def _dma_scatter(ex: Execution, core: int, step: int, ins: DmaScatter) -> None:
-    idx, live = _addresses(ex, core, step, ins)
+    hit, live = _addresses(ex, core, step, ins)
     ex.lx.check_written(core, ins.src, step, ins.buffer, None)
     src = ex.lx.view(core, ins.src).reshape(-1)
-    ex.dram(ins.buffer).index_put_((idx[live],), src[live], accumulate=ins.accumulate)
+    ex.dram(ins.buffer).index_put_((hit,), src[live], accumulate=ins.accumulate)
     if ex.checking and not ins.accumulate:
-        ex.dyn_writes[ins.buffer].append((core, step, idx[live]))
+        ex.dyn_writes[ins.buffer].append((core, step, hit))
 
 
 def _strided_pool_key(ex: Execution, item: Item) -> Hashable | None:

@@ -12,6 +12,8 @@ enforces them before it runs a program."""
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import defaultdict
 from collections.abc import Mapping
 
@@ -22,7 +24,7 @@ from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
-from spyre_adapter.model.program import CoreProgram, Instruction, Lx, Program, Region, itemsize
+from spyre_adapter.model.program import Alloc, CoreProgram, Instruction, Lx, Program, Region, itemsize
 from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
@@ -113,16 +115,23 @@ class _Allocations:
         self.p, self.core = p, c.core
         last = len(c.instrs) - 1
         self.allocs = [(a, max(a.first, 0), last if a.last < 0 else a.last) for a in c.allocs]
-        by_addr = sorted(self.allocs, key=lambda t: t[0].addr)
-        for k, (a, f, l_) in enumerate(by_addr):
-            for b, f2, l2 in by_addr[k + 1:]:
-                if b.addr >= a.addr + a.nbytes:
-                    break
-                if f <= l2 and f2 <= l_:
-                    raise EmulatorError("overlapping allocations", p.name, c.core, max(f, f2), a.name,
-                                        f"{a.name} ({a.addr:#x}+{a.nbytes} B, steps {f}-{l_}) and {b.name} "
-                                        f"({b.addr:#x}+{b.nbytes} B, steps {f2}-{l2}) are live at once on shared bytes")
-        self._holders: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        # A sweep over the steps: each allocation against those still live when it
+        # starts (a slot reused by a thousand tiles is a thousand allocations at
+        # one address: comparing each with every other was quadratic).
+        live: list[tuple[int, int, Alloc, int]] = []  # heap of (last step, order, allocation, first step)
+        for k, (a, f, l_) in enumerate(sorted(self.allocs, key=lambda t: t[1])):
+            while live and live[0][0] < f:
+                heapq.heappop(live)
+            for l2, _, b, f2 in live:
+                if b.addr < a.addr + a.nbytes and a.addr < b.addr + b.nbytes:
+                    (x, fx, lx), (y, fy, ly) = sorted(((a, f, l_), (b, f2, l2)), key=lambda t: t[0].addr)
+                    raise EmulatorError("overlapping allocations", p.name, c.core, max(f, f2), x.name,
+                                        f"{x.name} ({x.addr:#x}+{x.nbytes} B, steps {fx}-{lx}) and {y.name} "
+                                        f"({y.addr:#x}+{y.nbytes} B, steps {fy}-{ly}) are live at once on shared bytes")
+            heapq.heappush(live, (l_, k, a, f))
+        #: per LX byte range: the step spans of the allocations holding it, by first step
+        #: (disjoint: allocations sharing bytes are never live at once)
+        self._holders: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
 
     def check(self, step: int, ins: Instruction) -> None:
         for v in isa.views(ins):
@@ -131,9 +140,10 @@ class _Allocations:
             lo, hi = v.byte_range()
             spans = self._holders.get((lo, hi))
             if spans is None:
-                spans = self._holders[(lo, hi)] = [(f, l_) for a, f, l_ in self.allocs
-                                                   if a.addr <= lo and hi <= a.addr + a.nbytes]
-            if not any(f <= step <= l_ for f, l_ in spans):
+                held = sorted((f, l_) for a, f, l_ in self.allocs if a.addr <= lo and hi <= a.addr + a.nbytes)
+                spans = self._holders[(lo, hi)] = ([f for f, _ in held], [l_ for _, l_ in held])
+            k = bisect.bisect_right(spans[0], step) - 1
+            if k < 0 or step > spans[1][k]:
                 where = [a.name for a, f, l_ in self.allocs if a.addr < hi and lo < a.addr + a.nbytes and f <= step <= l_]
                 raise EmulatorError("LX access outside its allocation", self.p.name, self.core, step,
                                     isa.buffer_of(self.p, ins, v),

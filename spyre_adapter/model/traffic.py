@@ -26,7 +26,7 @@ from spyre_shims.reference import FlatMemory, Tile, concrete, evaluate, full_box
 
 from spyre_adapter.model.program import Region, itemsize
 
-__all__ = ["region_sticks", "region_stick_set", "merge_intervals", "StickMarks", "compulsory_bytes"]
+__all__ = ["region_sticks", "region_stick_set", "merge_intervals", "index_sticks", "StickMarks", "compulsory_bytes"]
 
 #: Runs enumerated per chunk when marking sticks (bounds temporary memory).
 _CHUNK = 1 << 22
@@ -96,15 +96,29 @@ class StickMarks:
             self.add_intervals(starts * isz // self.stick, (starts + run - 1) * isz // self.stick)
 
     def add_indices(self, idx: torch.Tensor, isz: int) -> None:
-        """Mark the sticks of individual element indices."""
+        """Mark the sticks of individual element indices (clipped to the buffer).
+        Set directly, in chunks: a traced gather of 66 M indices through interval
+        differences took 3 GB of temporaries."""
         idx = idx.reshape(-1)
-        if idx.numel():
-            s = idx * isz // self.stick
-            self.add_intervals(s, s)
+        n = self.marks.numel()
+        for a in range(0, idx.numel(), _CHUNK):
+            self.marks[(idx[a:a + _CHUNK] * isz // self.stick).clamp_(0, n - 1)] = True
 
     def count(self) -> int:
         """Sticks marked."""
         return int(self.marks.sum())
+
+
+def index_sticks(idx: torch.Tensor, isz: int, stick: int = 128) -> int:
+    """Distinct sticks the element indices ``idx`` touch (what a gather or scatter
+    of them moves). Costs the indices, not the buffer: a bitmap over a GB table
+    per descriptor made every gather of it take a tenth of a second."""
+    if idx.numel() == 0:
+        return 0
+    s = idx.reshape(-1) * isz // stick
+    if not bool((s[1:] >= s[:-1]).all()):  # rows of a table come in order: no sort needed
+        s = s.sort().values
+    return int((s[1:] != s[:-1]).sum()) + 1
 
 
 def _union_len(first: torch.Tensor, last: torch.Tensor) -> int:
@@ -201,12 +215,20 @@ _cached_stick_set = functools.lru_cache(maxsize=4096)(_stick_set)
 class _TracingMemory(FlatMemory):
     """The reference memory, marking the sticks each load and store touches.
     Reads of sticks the kernel wrote before are not compulsory (the value can
-    stay on the core)."""
+    stay on the core): those in ``before`` (earlier kernels of the group) and
+    those this tile has written (``writes``)."""
 
     def __init__(self, buffers: MutableMapping[str, torch.Tensor], written: frozenset[str],
-                 reads: dict[str, StickMarks], writes: dict[str, StickMarks], stick: int) -> None:
+                 reads: dict[str, StickMarks], writes: dict[str, StickMarks], stick: int,
+                 before: Mapping[str, StickMarks] | None = None, sink: frozenset[str] = frozenset()) -> None:
         super().__init__(buffers, written)
-        self.reads, self.writes, self.stick = reads, writes, stick
+        self.reads, self.writes, self.stick, self.before = reads, writes, stick, before or {}
+        #: buffers no load reads: their stores are marked, not written
+        self.sink = sink
+
+    def _written(self, name: str) -> torch.Tensor | None:
+        parts = [t[name].marks for t in (self.before, self.writes) if name in t]
+        return None if not parts else parts[0] if len(parts) == 1 else parts[0] | parts[1]
 
     def _marks(self, table: dict[str, StickMarks], name: str) -> StickMarks:
         if name not in table:
@@ -233,10 +255,11 @@ class _TracingMemory(FlatMemory):
         marks.add_indices(idx[(idx >= 0) & (idx < flat.numel())], isz)
 
     def load(self, pos: int, name: str, index: sympy.Expr, tile: Tile, mask: torch.Tensor | None) -> torch.Tensor:
-        if name in self.writes:
-            fresh = StickMarks(self.writes[name].marks.numel() * self.stick, self.stick)
+        written = self._written(name)
+        if written is not None:
+            fresh = StickMarks(written.numel() * self.stick, self.stick)
             self._touch({name: fresh}, name, index, tile, mask, False)
-            self._marks(self.reads, name).marks |= fresh.marks & ~self.writes[name].marks
+            self._marks(self.reads, name).marks |= fresh.marks & ~written
         else:
             self._touch(self.reads, name, index, tile, mask, False)
         return super().load(pos, name, index, tile, mask)
@@ -244,7 +267,35 @@ class _TracingMemory(FlatMemory):
     def store(self, pos: int, name: str, index: sympy.Expr, value: torch.Tensor, tile: Tile, reduced: bool,
               mode: str | None) -> None:
         self._touch(self.writes, name, index, tile, None, reduced)
-        super().store(pos, name, index, value, tile, reduced, mode)
+        if name not in self.sink:
+            super().store(pos, name, index, value, tile, reduced, mode)
+
+
+#: Points (iteration x reduction) of one traced tile at most: a GB table traced
+#: as one tile held its values in fp32 several times over (10 GB for 1.16 GB).
+_TRACE_POINTS = 1 << 24
+
+
+def _trace_boxes(lk: kir.LoopKernel, sizes: Mapping[sympy.Symbol, int]) -> list[tuple[tuple[int, int], ...]]:
+    """A kernel's iteration space in boxes of at most _TRACE_POINTS points, cut
+    along its longest iteration dimension (points are independent; a reduction
+    or scan stays whole in every box)."""
+    box = full_box(lk, sizes)
+    ext = [hi - lo for lo, hi in box]
+    points = math.prod(ext) * math.prod(concrete(r, sizes) for r in lk.reduction_ranges)
+    if not box or points <= _TRACE_POINTS:
+        return [box]
+    d = max(range(len(ext)), key=lambda i: ext[i])
+    step = max(1, _TRACE_POINTS // max(1, points // ext[d]))
+    return [box[:d] + ((a, min(ext[d], a + step)),) + box[d + 1:] for a in range(0, ext[d], step)]
+
+
+def _merge(into: dict[str, StickMarks], marks: Mapping[str, StickMarks]) -> None:
+    for name, m in marks.items():
+        if name in into:
+            into[name].marks |= m.marks
+        else:
+            into[name] = m
 
 
 def _view_sticks(spec: kir.BufferSpec, sizes: Mapping[sympy.Symbol, int], stick: int) -> int:
@@ -279,19 +330,27 @@ def compulsory_bytes(kernel: kir.Kernel, buffers: Mapping[str, torch.Tensor] | N
                    if b.role != "internal") * stick
     bufs: dict[str, torch.Tensor] = {}
     written = {b.name for b in kernel.buffers if b.role in ("output", "inout", "internal")}
+    # Stores into a buffer no load reads only mark sticks: no copy to write into
+    # (a 2 GB output cloned for that was the peak of a whole workload run).
+    sink = written - {i.args[0] for lk in kernel.kernels for i in lk.body if i.op == "load"}
     for spec in kernel.buffers:
         numel = concrete(spec.storage_numel, sizes)
         src = buffers.get(spec.name) if buffers is not None else None
-        if src is None:
-            bufs[spec.name] = torch.zeros(numel, dtype=torch_dtype(spec.dtype))
+        if src is None:  # (a sink's stand-in is never touched: empty, not resident)
+            bufs[spec.name] = (torch.empty if spec.name in sink else torch.zeros)(numel, dtype=torch_dtype(spec.dtype))
         else:
-            bufs[spec.name] = src.clone() if spec.name in written else src
+            bufs[spec.name] = src.clone() if spec.name in written - sink else src
     reads: dict[str, StickMarks] = {}
     writes: dict[str, StickMarks] = {}
     internal = {b.name for b in kernel.buffers if b.role == "internal"}
     for lk in kernel.kernels:
-        mem = _TracingMemory(bufs, frozenset(lk.writes()), reads, writes, stick)
-        evaluate(lk, mem, Tile(lk, full_box(lk, sizes), sizes))
+        done: dict[str, StickMarks] = {}  # this kernel's writes, every chunk's
+        for box in _trace_boxes(lk, sizes):
+            now: dict[str, StickMarks] = {}
+            mem = _TracingMemory(bufs, frozenset(lk.writes()), reads, now, stick, writes, frozenset(sink))
+            evaluate(lk, mem, Tile(lk, box, sizes))
+            _merge(done, now)
+        _merge(writes, done)
     total = sum(m.count() for name, m in reads.items() if name not in internal)
     total += sum(m.count() for name, m in writes.items() if name not in internal)
     return total * stick

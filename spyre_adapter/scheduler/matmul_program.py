@@ -13,6 +13,7 @@ output dtype (alpha, beta and bias of addmm applied) before it is stored."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -213,9 +214,9 @@ class _Emitter:
                 ins.append(DmaLoad(self.region(kind, bi, tile, ktile), view))
                 return
             # This core loads its part of the slice; the group exchanges parts over the ring.
-            rows = view.sizes[0]
+            cuts = self.part_cuts(view.sizes[0], view.strides[0] * self.s.isz, len(group))
             for j, owner in enumerate(group):
-                a0, a1 = rows * j // len(group), rows * (j + 1) // len(group)
+                a0, a1 = cuts[j], cuts[j + 1]
                 if a1 <= a0:
                     continue
                 part = view.sub(a0 * view.strides[0], (a1 - a0, view.sizes[1]), view.strides, self.s.isz)
@@ -238,6 +239,13 @@ class _Emitter:
             return
         _, bi, mt, nt = step
         self.finish(c, bi, mt, nt, coords, core_of)
+
+    def part_cuts(self, rows: int, row_bytes: int, parts: int) -> list[int]:
+        """Row bounds of a group's ``parts`` of a slice: as even as they can be
+        with every part starting on a stick (a DMA's LX address must; a row of
+        2160 bytes puts only every 8th row on one), so some parts may be empty."""
+        q = self.m.stick_bytes // math.gcd(row_bytes, self.m.stick_bytes)
+        return [min(rows, -(-(rows * j // parts) // q) * q) for j in range(parts)] + [rows]
 
     def held_a(self, c: int, bi: int, tile: tuple, ktile: tuple, t: int, coords: list, core_of: dict,
                streams: dict) -> None:

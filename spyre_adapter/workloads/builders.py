@@ -18,12 +18,16 @@ from spyre_adapter.workloads.differential import Args, place
 from spyre_adapter.workloads.literals import parse_literal
 from spyre_adapter.workloads.spec import CaseSpec, Defaults
 
-#: Names the files use that are Python operators, not torch functions.
+#: Names the files use that are Python operators, not torch functions: the
+#: capture names ``a | b`` ``torch.or_``, the operator module's name for
+#: ``Tensor.__or__``. Every operator function whose dunder a tensor has:
+#: arithmetic, comparisons, bitwise and/or/xor/invert, shifts, getitem and the
+#: in-place forms (``ior`` is ``a |= b``).
 _OPERATORS: dict[str, Callable[..., Any]] = {
-    "getitem": operator.getitem, "truediv": operator.truediv, "floordiv": operator.floordiv,
-    "mul": operator.mul, "add": operator.add, "sub": operator.sub, "matmul": operator.matmul,
-    "neg": operator.neg, "pow": operator.pow, "mod": operator.mod,
-}
+    name: getattr(operator, name) for name in dir(operator)
+    if not name.startswith("_") and f"__{name.rstrip('_')}__" in dir(torch.Tensor)}
+#: Operators a tensor also has reflected (``__ror__``: the tensor on the right).
+_REFLECTED = frozenset(n.rstrip("_") for n in _OPERATORS if f"__r{n.rstrip('_')}__" in dir(torch.Tensor))
 _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32", "bf16": "bfloat16",
                   "fp64": "float64", "double": "float64", "int": "int32", "long": "int64"}
 #: Capture devices in the files mean "the device under test".
@@ -55,6 +59,7 @@ class BuiltCase:
 
 def resolve_op(name: str) -> Callable[..., Any]:
     """The callable an op name denotes: ``torch.getitem`` -> ``operator.getitem``,
+    ``torch.or_`` -> ``operator.or_``, ``torch.rtruediv`` -> ``Tensor.__rtruediv__``,
     ``torch.to``/``torch.float``/``torch.add_`` -> the Tensor method,
     ``torch.ops.aten.view``, ``torch.nn.functional.silu``, ``torch.Tensor.expand``."""
     parts = name.split(".")
@@ -71,6 +76,8 @@ def resolve_op(name: str) -> Callable[..., Any]:
         return obj
     if len(parts) == 2 and callable(getattr(torch.Tensor, parts[1], None)):
         return getattr(torch.Tensor, parts[1])
+    if len(parts) == 2 and parts[1][:1] == "r" and parts[1][1:] in _REFLECTED:
+        return getattr(torch.Tensor, f"__{parts[1]}__")  # a reflected operator: ``torch.ror`` is ``2 | t``
     raise CaseError(f"unknown op {name!r}")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 import spyre_adapter
-from spyre_adapter.workloads.output import document, print_peaks, print_table
+from spyre_adapter.workloads.output import document, print_peaks, print_slowest, print_table
 from spyre_adapter.workloads.runner import run_files
 
 
@@ -25,6 +25,7 @@ def run_command(args: argparse.Namespace) -> int:
     records = run_files(args.files, max_numel=args.max_numel, reset_every=args.reset_every,
                         progress=not args.no_progress, cases=args.case, peak_rss=peaks)
     print_table(records)
+    print_slowest(records)
     print_peaks(peaks)
     doc = document(records, peaks)
     if args.json:

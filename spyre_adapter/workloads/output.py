@@ -54,3 +54,25 @@ def print_peaks(peak_rss: dict[str, int], console: Console | None = None) -> Non
     console = console or make_console()
     for f, peak in peak_rss.items():
         console.print(f"peak RSS {f}: {peak / 2**30:.2f} GiB")
+
+
+#: Cases the slowest-cases table lists.
+SLOWEST = 10
+
+
+def print_slowest(records: Sequence[dict[str, Any]], console: Console | None = None, n: int = SLOWEST) -> None:
+    """The ``n`` slowest cases that ran: wall seconds (eager reference, compile,
+    the checked and the steady launch, comparison) and the process's CPU seconds
+    over the same span (on a shared machine the two part ways)."""
+    ran = sorted((r for r in records if "seconds" in r), key=lambda r: -r["seconds"])[:n]
+    if not ran:
+        return
+    console = console or make_console()
+    table = Table(title=f"slowest {len(ran)} case(s)")
+    for col in ("file", "case", "op", "status", "wall s", "cpu s", "peak RSS GiB"):
+        table.add_column(col, justify="right" if col.endswith(("s", "GiB")) else "left")
+    for r in ran:
+        cpu = r.get("cpu_seconds")
+        table.add_row(r["file"], r["name"], r["op"], r["status"], f"{r['seconds']:.1f}",
+                      "" if cpu is None else f"{cpu:.1f}", f"{r.get('peak_rss_bytes', 0) / 2**30:.2f}")
+    console.print(table)

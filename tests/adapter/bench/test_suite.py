@@ -145,6 +145,32 @@ def test_a_baseline_with_no_program_is_recorded_not_fatal() -> None:
     assert ok is not None and ok["modeled_ns"] > main.modeled_ns and "even_split" not in row["baselines_unplannable"]
 
 
+def test_a_kernel_no_program_fits_is_a_row_with_its_reason() -> None:
+    """A kernel the planner refuses (a GEMM on one core with 1 KiB of LX) is a
+    row naming why, left out of the figures and counted by name; the rows
+    around it and the tables are unaffected."""
+    tiny = DEFAULT.replace(cores=1, lx_kib=1)
+    row = bench.kernel_row(bench.gemm_kernel("g", 256, 256, 256), "gemm", "square.256", tiny)
+    assert row["kind"] is None and "lx_usable_bytes" in row["unplannable"] and "modeled_ns" not in row
+    row["shape"] = [256, 256, 256]
+    fn, _ = bench.CHAINS["rmsnorm"]
+    gen = torch.Generator().manual_seed(0)
+    (chain,) = bench._compiled_kernels(fn, [torch.randn(64, 256, generator=gen).half(),
+                                           torch.randn(256, generator=gen).half()])
+    bad_chain = bench.kernel_row(chain, "chain", "rmsnorm/tiny", tiny)
+    good = bench.kernel_row(bench.gemm_kernel("g", 2048, 2048, 2048), "gemm", "square.2048", DEFAULT,
+                            single_core=False, baselines_too=False)
+    good["shape"] = [2048] * 3
+    assert "unplannable" in bad_chain and "unplannable" not in good
+    s = bench.summarize([row, bad_chain, good], {}, [], {})
+    assert s["kernels"] == 3 and [u["name"] for u in s["kernels_unplannable"]] == ["square.256", "rmsnorm/tiny"]
+    assert s["gemm_eta_sustained_geomean"] == pytest.approx(good["eta_sustained"])
+    console = Console(file=io.StringIO(), width=400)
+    bench.print_bench({"kernels": [row, bad_chain, good], "calibration": [], "summary": s}, console)
+    out = console.file.getvalue()
+    assert f"no program: {row['unplannable']}" in out and "rmsnorm/tiny" in out
+
+
 def test_the_replay_check_catches_a_replay_that_ignores_dependences(monkeypatch: pytest.MonkeyPatch) -> None:
     """execute_row also launches the program as steady state does (recorded in
     dependence levels, then replayed): levels that run the steps backwards give

@@ -16,7 +16,7 @@ import torch
 
 from spyre_adapter.backend.report import format_bytes, format_ns
 from spyre_adapter.workloads import differential as diff
-from spyre_adapter.workloads.output import print_table
+from spyre_adapter.workloads.output import print_slowest, print_table
 
 
 def test_units() -> None:
@@ -51,6 +51,19 @@ def test_workload_table_rows_do_not_wrap_when_piped(capsys: pytest.CaptureFixtur
     for r in records:
         row = [line for line in lines if r["name"] in line]
         assert len(row) == 1 and detail.strip() in row[0], lines
+
+
+def test_the_slowest_workload_cases_are_listed_slowest_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten at most, by wall time, with CPU time and peak RSS; cases that did not
+    run (no time) are not listed."""
+    records = [{"file": "f.yaml", "name": f"case{i}", "op": "torch.mul", "status": diff.PASS, "seconds": float(i),
+                "cpu_seconds": i / 2, "peak_rss_bytes": i * 2**30} for i in range(12)]
+    records.append({"file": "f.yaml", "name": "never_ran", "op": "torch.mul", "status": diff.SKIPPED})
+    print_slowest(records)
+    out = capsys.readouterr().out
+    names = re.findall(r"case\d+", out)
+    assert names == [f"case{i}" for i in range(11, 1, -1)] and "never_ran" not in out
+    assert re.search(r"case11 .* 11\.0 .* 5\.5 .* 11\.00", out), out
 
 
 def _codemod(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

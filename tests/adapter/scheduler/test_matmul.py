@@ -24,6 +24,24 @@ def test_matmul_programs_compute_the_product(shape) -> None:
     K.assert_same(got, want, ["c"], atol=0.1, rtol=1e-2)
 
 
+def test_a_shared_slice_is_split_on_stick_boundaries() -> None:
+    """Four cores share each A slice of a 12 x 1024 x 1080 fp16 product, each
+    loading a part and multicasting it: a row is 2160 bytes, so only every 8th
+    row starts on a stick and the parts are cut there (an even cut put a DMA at
+    LX byte 6480, and gpt-oss's 12 x 201088 x 2880 lm_head had no program)."""
+    from spyre_adapter.model.program import MatmulPlan, RingSend
+    from spyre_adapter.scheduler.matmul import Grid
+    from spyre_adapter.scheduler.matmul_program import build
+
+    kern = K.mm(12, 1024, 1080)
+    p = build(kern, shape_of(kern, {}), Grid(1, 1, 4, 1, 12, 256, 1080), DEFAULT, {}, "g", True,
+              MatmulPlan((1, 1, 4, 1), (12, 256, 1080), "c", True, 1.0, 0.0))
+    sends = [i for c in p.cores for i in c.instrs if isinstance(i, RingSend)]
+    assert sorted(i.src.sizes[0] for i in sends) == [4, 8]  # rows [0, 8) and [8, 12): two owners of four
+    got, want = K.run_program(p, kern)
+    K.assert_same(got, want, ["c"], atol=0.1, rtol=1e-2)
+
+
 def test_uneven_blocks_share_operands_only_with_matching_cores() -> None:
     """granite's lm_head (1 x 49159 x 4096): N does not split evenly, so the last
     core walks fewer tiles; the chosen program completes and is right."""

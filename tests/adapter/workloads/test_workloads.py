@@ -45,7 +45,12 @@ def test_op_names_resolve_to_what_the_capture_called() -> None:
     assert r("torch.mul") is torch.mul and r("torch.Tensor.expand") is torch.Tensor.expand
     assert r("torch.ops.aten.view") is torch.ops.aten.view
     assert r("torch.nn.functional.silu") is torch.nn.functional.silu
-    for bad in ("torch.no_such_op", "numpy.add", ""):
+    # the capture names Python operators as the operator module does; reflected ones by their dunder
+    assert r("torch.or_") is operator.or_ and r("torch.and_") is operator.and_ and r("torch.xor") is operator.xor
+    assert r("torch.invert") is operator.invert and r("torch.lshift") is operator.lshift
+    assert r("torch.rshift") is operator.rshift and r("torch.ior") is operator.ior
+    assert r("torch.ror") is torch.Tensor.__ror__ and r("torch.rtruediv") is torch.Tensor.__rtruediv__
+    for bad in ("torch.no_such_op", "numpy.add", "", "torch.call", "torch.rfoo", "torch.init"):
         with pytest.raises(builders.CaseError):
             r(bad)
 
@@ -184,11 +189,74 @@ FILE = textwrap.dedent("""
     """)
 
 
+BITWISE = textwrap.dedent("""\
+    model: bitwise
+    defaults: {dtype: fp16, seed: 3, atol: 0, rtol: 0}
+    cases:
+      - name: or_masks
+        op: torch.or_
+        inputs:
+          - tensor: {shape: [1, 1, 41, 41], dtype: bool}
+          - tensor: {shape: [1, 1, 1, 41], dtype: bool}
+      - name: and_masks
+        op: torch.and_
+        inputs:
+          - tensor: {shape: [4, 1, 64], dtype: bool}
+          - tensor: {shape: [1, 8, 64], dtype: bool}
+      - name: xor_ints
+        op: torch.xor
+        inputs:
+          - tensor: {shape: [32, 64], dtype: torch.int32, init: randint, init_args: {high: 1000}}
+          - tensor: {shape: [32, 64], dtype: torch.int32, init: randint, init_args: {high: 1000}}
+      - name: invert_mask
+        op: torch.invert
+        inputs:
+          - tensor: {shape: [3, 128], dtype: bool}
+      - name: invert_ints
+        op: torch.invert
+        inputs:
+          - tensor: {shape: [3, 128], dtype: torch.int64, init: randint, init_args: {low: -50, high: 50}}
+      - name: lshift_scalar
+        op: torch.lshift
+        inputs:
+          - tensor: {shape: [16, 64], dtype: torch.int32, init: randint, init_args: {high: 1000}}
+          - value: 3
+      - name: rshift_tensor
+        op: torch.rshift
+        inputs:
+          - tensor: {shape: [16, 64], dtype: torch.int64, init: randint, init_args: {low: -5000, high: 5000}}
+          - tensor: {shape: [16, 64], dtype: torch.int64, init: randint, init_args: {high: 8}}
+      - name: ior_in_place
+        op: torch.ior
+        inputs:
+          - tensor: {shape: [8, 32], dtype: bool}
+          - tensor: {shape: [8, 32], dtype: bool}
+      - name: ror_scalar_left
+        op: torch.ror
+        inputs:
+          - tensor: {shape: [8, 32], dtype: torch.int32, init: randint, init_args: {high: 1000}}
+          - value: 5
+    """)
+
+
+def test_bitwise_and_shift_operators_build_and_match_cpu_eager(tmp_path: Path, report) -> None:
+    """``|``, ``&``, ``^``, ``~``, shifts, ``|=`` and a reflected ``5 | t`` as the
+    capture names them: each compiled on spyre, run as a device kernel and
+    equal to CPU eager bit for bit (an in-place case: its mutated argument too)."""
+    path = tmp_path / "bitwise.yaml"
+    path.write_text(BITWISE)
+    recs = run_files([path], progress=False)
+    assert len(recs) == 9
+    for rec in recs:
+        assert rec["status"] == diff.PASS and rec["launches"] >= 1, rec
+
+
 def test_runner_classifies_and_never_crashes(tmp_path: Path, report) -> None:
     path = tmp_path / "unit.yaml"
     path.write_text(FILE)
     recs = {r["name"]: r for r in run_files([path], progress=False)}
     assert recs["mul_strided"]["status"] == diff.PASS and recs["mul_strided"]["launches"] >= 1
+    assert 0 < recs["mul_strided"]["cpu_seconds"] and 0 < recs["mul_strided"]["seconds"]
     assert recs["view_only"]["status"] == diff.PASS_NO_KERNEL
     assert recs["add_inplace"]["status"] in (diff.PASS, diff.PASS_NO_KERNEL)
     assert recs["histogram"]["status"] == diff.FALLBACK and any("histc" in f for f in recs["histogram"]["fallbacks"])
