@@ -529,8 +529,11 @@ def print_bench(doc: dict[str, Any], console: Console | None = None) -> None:
         if r["source"] == "chain" and "unplannable" in r:
             table.add_row(r["name"], "-", f"no program: {r['unplannable']}")
         elif r["source"] == "chain":
+            even = r.get("even_split")
+            no_even = f"no program: {r.get('baselines_unplannable', {}).get('even_split', '?')}"
             table.add_row(r["name"], f"{r['modeled_ns'] / 1e3:.1f}", f"{r['eta_dram']:.3f}", f"{r['rho']:.2f}",
-                          str(r["cores"]), f"{r['even_split']['eta_dram']:.3f}", f"{r['even_split']['rho']:.2f}")
+                          str(r["cores"]), f"{even['eta_dram']:.3f}" if even else no_even,
+                          f"{even['rho']:.2f}" if even else "-")
     console.print(table)
     table = Table(title="hand-written attention vs the generic path (modeled device time)")
     for col in ("B x H x Lq x Lk x D", "causal", "hand-written us", "generic us", "gain", "max abs err"):
@@ -618,7 +621,7 @@ def command(args: argparse.Namespace) -> int:
     files = [wf.path for wf in args.workloads]  # checked (loaded) by the argument parser
     doc = run_bench(Machine.from_spec(args.machine) if args.machine else DEFAULT, args.quick, files, args.max_numel,
                     sections=tuple(args.sections), reference_dir=args.reference)
-    print_bench(doc)
-    if args.json:
+    if args.json:  # written first: the run is kept whatever printing it does
         Path(args.json).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    print_bench(doc)
     return 0

@@ -171,6 +171,20 @@ def test_a_kernel_no_program_fits_is_a_row_with_its_reason() -> None:
     assert f"no program: {row['unplannable']}" in out and "rmsnorm/tiny" in out
 
 
+def test_a_chain_whose_baseline_has_no_program_prints() -> None:
+    """A chain whose even-split baseline the planner refuses (it happened at full
+    size, after a 10-minute run) prints the reason in the baseline's column."""
+    fn, _ = bench.CHAINS["rmsnorm"]
+    gen = torch.Generator().manual_seed(0)
+    (chain,) = bench._compiled_kernels(fn, [torch.randn(64, 256, generator=gen).half(),
+                                           torch.randn(256, generator=gen).half()])
+    row = bench.kernel_row(chain, "chain", "rmsnorm/small", DEFAULT)
+    row = {**row, "even_split": None, "baselines_unplannable": {"even_split": "no division fits"}}
+    console = Console(file=io.StringIO(), width=400)
+    bench.print_bench({"kernels": [row], "calibration": [], "summary": bench.summarize([row], {}, [], {})}, console)
+    assert "no program: no division fits" in console.file.getvalue()
+
+
 def test_the_replay_check_catches_a_replay_that_ignores_dependences(monkeypatch: pytest.MonkeyPatch) -> None:
     """execute_row also launches the program as steady state does (recorded in
     dependence levels, then replayed): levels that run the steps backwards give
