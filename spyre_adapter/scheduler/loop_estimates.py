@@ -89,6 +89,12 @@ def _granularity(infos: list[LoopInfo], mult: list[int], rows: int, m: Machine, 
     return max(1, min(g, rows))
 
 
+def _bytes_per_row(infos: list[LoopInfo], mult: list[int], internal: set[str]) -> int:
+    """DRAM bytes one row of the group streams at most (every access counted)."""
+    return sum(k * max(1, info.rnumel) * acc.itemsize
+               for info, k in zip(infos, mult) for acc in info.accesses if acc.buffer not in internal)
+
+
 def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int],
                 lx_planning: bool = True) -> GroupModel:
     """Work and traffic of a group. ``lx_planning``: keep a group's intermediates
@@ -104,6 +110,10 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
         rows, mult = 1, [i.numel for i in infos]
     internal = {b.name for b in group.buffers if b.role == "internal"} if lx_planning else set()
     unit = _granularity(infos, mult, rows, m, internal) if rows else 1
+    if rows and internal:
+        whole = _granularity(infos, mult, rows, m, set())
+        if whole != unit and 2 * whole * _bytes_per_row(infos, mult, internal) <= m.lx_usable_bytes:
+            unit = whole  # whole sticks of the LX-kept intermediate too: fewer, larger divisions to plan
     accesses: list[_Access] = []
     written: set[str] = set()
     loaded: dict[tuple[str, int, int], int] = {}  # (buffer, footprint of a unit, of all rows)
@@ -350,16 +360,20 @@ def candidates(gm: GroupModel, m: Machine) -> list[Division]:
 def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]:
     """The cheapest division and every candidate's estimate."""
     costs = {d: _estimated(gm, m, d) for d in candidates(gm, m)}
-    return ranked(costs)[0], costs
+    return ranked(gm, m, costs)[0], costs
 
 
-def ranked(costs: Mapping[Division, float]) -> list[Division]:
+def ranked(gm: GroupModel, m: Machine, costs: Mapping[Division, float]) -> list[Division]:
     """Divisions cheapest first. Among divisions the estimate ties (a DRAM-bound
-    group on 4 or on 32 cores) the one using more cores comes first: the card's
-    DRAM bandwidth grows with the cores issuing DMAs (torch-spyre measured a row
-    reduction reach 0.43 of its 32-core bandwidth on 4 cores), which this model's
-    single card-wide rate does not see."""
-    return sorted(costs, key=lambda d: (costs[d], -d.used))
+    group on 4 or on 32 cores) more cores come first, up to one streamed tile
+    (``TILE_TARGET_BYTES``) of DRAM traffic per core: the card's DRAM bandwidth
+    grows with the cores issuing DMAs (torch-spyre measured a row reduction
+    reach 0.43 of its 32-core bandwidth on 4 cores), which this model's one
+    card-wide rate does not see; below a tile per core, more cores add only
+    fixed costs (and steps to plan and check), so fewer come first."""
+    moved = _core_work(gm, m, (0, gm.rows)).dma_bytes if gm.rows else 0
+    useful = max(1, moved // TILE_TARGET_BYTES)
+    return sorted(costs, key=lambda d: (costs[d], -min(d.used, useful), d.used))
 
 
 def _read_signatures(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int, rsplit: int,

@@ -69,7 +69,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
             except DoesNotFit:
                 pass  # what the bucket chose does not build at these sizes: choose here
     costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
-    order = ranked(costs)
+    order = ranked(gm, m, costs)
     cand = tuple(Candidate(d.cores, d.rsplit, round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
     reasons = []
     for d in order:
