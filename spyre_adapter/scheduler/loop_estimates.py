@@ -357,9 +357,14 @@ def candidates(gm: GroupModel, m: Machine) -> list[Division]:
     return out
 
 
+def estimates(gm: GroupModel, m: Machine) -> dict[Division, float]:
+    """Every candidate division's estimate."""
+    return {d: _estimated(gm, m, d) for d in candidates(gm, m)}
+
+
 def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]:
     """The cheapest division and every candidate's estimate."""
-    costs = {d: _estimated(gm, m, d) for d in candidates(gm, m)}
+    costs = estimates(gm, m)
     return ranked(gm, m, costs)[0], costs
 
 

@@ -31,7 +31,7 @@ from spyre_adapter.model.rules import first_violation
 from spyre_adapter.model.structure import structure_digest
 from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.analysis import boxes
-from spyre_adapter.scheduler.loop_estimates import (Division, GroupModel, _estimated, _row_bytes, _tile_rows, choose,
+from spyre_adapter.scheduler.loop_estimates import (Division, GroupModel, _estimated, _row_bytes, _tile_rows, estimates,
                                                     model_group, ranked)
 from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, build, row_ranges
 from spyre_adapter.scheduler.lx_alloc import LxFull
@@ -68,7 +68,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
                 return _build_recipe(gm, m, recipe, name, sizes, lx_planning)
             except DoesNotFit:
                 pass  # what the bucket chose does not build at these sizes: choose here
-    costs = {force: _estimated(gm, m, force)} if force is not None else choose(gm, m)[1]
+    costs = {force: _estimated(gm, m, force)} if force is not None else estimates(gm, m)
     order = ranked(gm, m, costs)
     cand = tuple(Candidate(d.cores, d.rsplit, round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
     reasons = []
