@@ -6,8 +6,11 @@ measurement used as the value itself, a fit here, or an assumption nothing
 measured constrains (with its sensitivity reported). Only the constants in
 :data:`FITTED` are fitted, and only on the points whose role is ``"fit"``; every
 other measurement is a held-out prediction, and errors are reported on those
-alone. There are few of them: two fit points and twelve predicted ones, from two
-published torch-spyre sources (:data:`SOURCES_CITED`).
+alone. Each point says where its figure comes from (``provenance``: a published
+measurement, or a fitted parameter of torch-spyre's reference model) and whether
+it is ``independent`` of our constants (not derived from a figure one of our
+constants was taken from). Two published torch-spyre sources
+(:data:`SOURCES_CITED`).
 
 ``spyre-adapter calibrate`` re-runs the fit, prints the table and the
 held-out errors and writes ``results/calibration/calibration.json``.
@@ -47,7 +50,11 @@ CM = ("torch-spyre torch_spyre/_inductor/cost_model.py (copy in ../shared/refere
 SOURCES_CITED = {"SP": SP, "CM": CM}
 
 #: Constants fitted here, with their search bounds.
-FITTED: dict[str, tuple[float, float]] = {"core_dma_gbps": (8.0, 400.0), "kernel_launch_ns": (0.0, 30_000.0)}
+FITTED: dict[str, tuple[float, float]] = {"core_dma_gbps": (8.0, 400.0), "kernel_launch_ns": (0.0, 30_000.0),
+                                          "lane_reduce_cycles_per_stick": (0.0, 64.0)}
+#: How a fitted constant moves in the fit: rates in log space, the rest linear
+#: (latencies, which may be 0, in microseconds).
+_SCALE = {"kernel_launch_ns": 1e3, "lane_reduce_cycles_per_stick": 1.0}
 #: Constants no measurement here constrains: stated values, sensitivity reported.
 ASSUMED = tuple(k for k, v in SOURCES.items() if v.startswith("[assumed]"))
 
@@ -55,6 +62,7 @@ ASSUMED = tuple(k for k, v in SOURCES.items() if v.startswith("[assumed]"))
 CATEGORIES: dict[str, str] = {k: v[1:v.index("]")] for k, v in SOURCES.items()}
 
 Role = Literal["fit", "predicted", "stack"]
+Provenance = Literal["measurement", "reference-fit"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +74,13 @@ class Point:
     on the measured function: not a machine calibration, shown for what it says
     about the scheduler). A published figure a constant is set to directly
     (``[measured]`` in ``machine.SOURCES``) is never a point: its row would only
-    echo the parameter."""
+    echo the parameter.
+
+    ``provenance``: ``measurement`` (a figure measured on the card, as published)
+    or ``reference-fit`` (a fitted parameter of torch-spyre's cost model, itself
+    fitted to their measurements). ``independent``: False when one of our
+    constants was taken from the same data, so agreement is partly by
+    construction."""
 
     name: str
     role: Role
@@ -75,6 +89,8 @@ class Point:
     source: str
     model: Callable[[Machine], float]
     note: str = ""
+    provenance: Provenance = "measurement"
+    independent: bool = True
 
 
 # ------------------------------------------------------------------ the model side
@@ -135,18 +151,17 @@ def _softmax_dim0_as_compiled() -> list[kir.Kernel]:
     return [red, div]
 
 
-def _softmax_t() -> list[kir.Kernel]:
-    # softmax over dim 0 of (512, 1024) = softmax over the last dim of its (1024, 512)
-    # transpose: the same bytes and the same vector work, as one fused kernel.
-    return sk.kernels("softmax", 1024, 512)
+def _softmax_fused() -> list[kir.Kernel]:
+    # softmax over dim 0 of (512, 1024) as the one fused kernel torch-spyre ran
+    return sk.kernels("softmax_dim0", 512, 1024)
 
 
 def _op(op: str, rows: int, cols: int) -> Callable[[], list[kir.Kernel]]:
     return lambda: sk.kernels(op, rows, cols)
 
 
-_PROXY = ("modeled as the last-dim softmax of the (1024, 512) transpose: in this model's terms (bytes moved, vector "
-          "work) that is the single fused kernel torch-spyre ran; our compiler's own dim-0 program is a 'stack' row")
+_PROXY = ("modeled as one fused kernel (column max, column sum of exp, normalised output), the kernel torch-spyre "
+          "ran; what our compiler emits from Inductor's two kernels is a 'stack' row")
 _RUNG_G = ("rung-G reload probe, cores=32, R=64; C=16384 is the only width sweep_plan.json pairs with R=64 for "
            "add, bcast and bcastcol")
 _G = ("g(cores) = BW(cores)/BW(32), mean over read/amax/sumrow/mean at their anchor shapes (sweep: 4096x2048 and "
@@ -155,24 +170,28 @@ _G = ("g(cores) = BW(cores)/BW(32), mean over read/amax/sumrow/mean at their anc
 #: Every measurement used, with its role.
 POINTS: tuple[Point, ...] = (
     Point("softmax (512,1024) fp16 over dim 0, 1 core, LX planning", "fit", "us", 23.67, f"{SP}, stage 4",
-          _time_us(_softmax_t, 1), _PROXY),
+          _time_us(_softmax_fused, 1), _PROXY),
     Point("add (64,16384) fp16, 32 cores", "fit", "us", 52.0, f"{CM}, {_RUNG_G}", _time_us(_op("add", 64, 16384), 32)),
     Point("softmax (512,1024) fp16 over dim 0, 1 core, no LX planning", "predicted", "us", 32.51,
-          f"{SP}, baseline", _time_us(_softmax_t, 1, lx=False), _PROXY),
+          f"{SP}, baseline", _time_us(_softmax_fused, 1, lx=False), _PROXY),
     Point("softmax (512,1024) fp16 over dim 0, 4 cores, LX planning", "predicted", "us", 32.17, f"{SP}, 4-core",
-          _time_us(_softmax_t, 4), _PROXY),
+          _time_us(_softmax_fused, 4), _PROXY),
     Point("bcast x(64,16384) + b(1,16384) fp16, 32 cores", "predicted", "us", 31.5, f"{CM}, {_RUNG_G} (30-33 us)",
           _time_us(_op("bcast", 64, 16384), 32)),
     Point("bcastcol x(64,16384) + b(64,1) fp16, 32 cores", "predicted", "us", 31.5, f"{CM}, {_RUNG_G} (30-33 us)",
           _time_us(_op("bcastcol", 64, 16384), 32)),
     Point("softmax over the last dim, (4096,2048) fp16, 32 cores: DRAM bytes / time", "predicted", "GB/s", 100.0,
-          f"{CM}: 'at the floor softmax runs at ~100 GB/s'", _rate_gbps(_op("softmax", 4096, 2048), 32)),
+          f"{CM}: 'at the floor softmax runs at ~100 GB/s'", _rate_gbps(_op("softmax", 4096, 2048), 32),
+          "the balanced-copy rate our dram_mixed_gbps (105) was taken from", "reference-fit", False),
     Point("transpose (4096,4096) fp16, 32 cores: DRAM bytes / time", "predicted", "GB/s", 116.0,
-          f"{CM}: bw_restickify_gbps, transpose ~116 GB/s", _rate_gbps(_op("transpose", 4096, 4096), 32)),
+          f"{CM}: bw_restickify_gbps, transpose ~116 GB/s", _rate_gbps(_op("transpose", 4096, 4096), 32),
+          provenance="reference-fit"),
     Point("sumcol (2048,4096) fp16, 32 cores: DRAM bytes / time", "predicted", "GB/s", 113.0,
-          f"{CM}: bw_reduce_outer_gbps, sumcol ~113 GB/s", _rate_gbps(_op("sumcol", 2048, 4096), 32)),
-    *(Point(f"row-reduction bandwidth on {c} core{'s' if c > 1 else ''} / on 32 cores", "predicted", "ratio", g,
-            f"{CM}: red_bw_cores_g", _bandwidth_ratio(c), _G)
+          f"{CM}: bw_reduce_outer_gbps, sumcol ~113 GB/s", _rate_gbps(_op("sumcol", 2048, 4096), 32),
+          provenance="reference-fit"),
+    *(Point(f"row-reduction bandwidth on {c} core{'s' if c > 1 else ''} / on 32 cores",
+            "fit" if c <= 4 else "predicted", "ratio", g, f"{CM}: red_bw_cores_g", _bandwidth_ratio(c),
+            _G + ("" if c <= 4 else "; single-shot on the card"), "reference-fit")
       for c, g in ((1, 0.11), (2, 0.22), (4, 0.43), (8, 0.54), (16, 0.54))),
     Point("softmax (512,1024) fp16 over dim 0 as our compiler emits it, 1 core, LX planning", "stack", "us", 23.67,
           f"{SP}, stage 4", _time_us(_softmax_dim0_as_compiled, 1), "two kernels; x read three times"),
@@ -186,7 +205,8 @@ POINTS: tuple[Point, ...] = (
 def _row(p: Point, m: Machine) -> dict[str, Any]:
     model = p.model(m)
     return {"name": p.name, "role": p.role, "unit": p.unit, "measured": p.measured, "model": model,
-            "error": (model - p.measured) / p.measured, "source": p.source, "note": p.note}
+            "error": (model - p.measured) / p.measured, "source": p.source, "note": p.note,
+            "provenance": p.provenance, "independent": p.independent}
 
 
 def calibration_rows(machine: Machine = DEFAULT, roles: Sequence[Role] = ("fit", "predicted", "stack"),
@@ -203,6 +223,8 @@ def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     fit_ = [abs(r["error"]) for r in rows if r["role"] == "fit"]
     return {
         "calibration_fit_points": len(fit_),
+        "calibration_predicted_independent_points": sum(1 for r in rows if r["role"] == "predicted"
+                                                        and r.get("independent", True)),
         "calibration_predicted_points": len(pred),
         "calibration_predicted_error_max": max(pred, default=0.0),
         "calibration_predicted_error_median": statistics.median(pred) if pred else 0.0,
@@ -222,13 +244,12 @@ def _to_machine(base: Machine, theta: torch.Tensor, names: Sequence[str]) -> Mac
 
 
 def _theta(name: str, value: float) -> float:
-    # rates in log space; latencies (which may be 0) in microseconds
-    return math.log(value) if name.endswith("gbps") else value / 1e3
+    return math.log(value) if name.endswith("gbps") else value / _SCALE[name]
 
 
 def _from_theta(name: str, t: float) -> float:
     lo, hi = FITTED[name]
-    return min(hi, max(lo, math.exp(t) if name.endswith("gbps") else t * 1e3))
+    return min(hi, max(lo, math.exp(t) if name.endswith("gbps") else t * _SCALE[name]))
 
 
 def _at_bound(name: str, t: float, side: str) -> bool:
@@ -314,10 +335,12 @@ def command(args: argparse.Namespace) -> int:
     print("fitted on:", "; ".join(result["fit_points"]))
     for n, v in result["values"].items():
         print(f"  {n} = {v:.4g} (default {getattr(DEFAULT, n):.4g})")
-    print(f"\n{'role':<10} {'measured':>10} {'model':>10} {'error':>8}  point")
+    print(f"\n{'role':<10} {'provenance':<13} {'ours?':<7} {'measured':>10} {'model':>10} {'error':>8}  point")
     for r in rows:
-        print(f"{r['role']:<10} {r['measured']:>10.3f} {r['model']:>10.3f} {r['error']:>+8.1%}  {r['name']} "
-              f"[{r['unit']}]")
+        print(f"{r['role']:<10} {r['provenance']:<13} {'derived' if not r['independent'] else '':<7} "
+              f"{r['measured']:>10.3f} {r['model']:>10.3f} {r['error']:>+8.1%}  {r['name']} [{r['unit']}]")
+    print("provenance: measurement = a published figure measured on the card; reference-fit = a fitted parameter of "
+          "torch-spyre's cost model. derived: one of our constants was taken from the same data.")
     s = summary(rows)
     print(f"\n{s['calibration_predicted_points']} held-out predictions (errors above are predictions except the "
           f"{s['calibration_fit_points']} fit rows): max |error| {s['calibration_predicted_error_max']:.1%}, "

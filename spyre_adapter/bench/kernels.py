@@ -180,26 +180,33 @@ def _sumall(op: str, rows: int, cols: int) -> list[kir.Kernel]:
 
 
 def _softmax(op: str, rows: int, cols: int) -> list[kir.Kernel]:
-    """Softmax over the last dim as one fused group: the row max, the row sum of
-    exp(x - max) and the normalised output (``softmax_noexp``: exp replaced by a
-    multiply by 0.5, torch-spyre's matched control)."""
+    """Softmax as one fused group: the row max, the row sum of exp(x - max) and
+    the normalised output, over the last dim (``softmax_noexp``: exp replaced by
+    a multiply by 0.5, torch-spyre's matched control) or, for ``softmax_dim0``,
+    over dim 0: the same group with x read down its columns (each reduction
+    combines whole sticks, not the lanes of one)."""
     noexp = "noexp" in op
+    n, red = (cols, rows) if op == "softmax_dim0" else (rows, cols)
+
+    def at(i: sympy.Expr, j: sympy.Expr) -> sympy.Expr:  # element (reduced index j) of output line i
+        return i + cols * j if op == "softmax_dim0" else cols * i + j
+
     m = _Body()
-    m.reduce("max", m.f32(m.load("x", cols * I0 + R0)), F32, "rmax", I0)
+    m.reduce("max", m.f32(m.load("x", at(I0, R0))), F32, "rmax", I0)
 
     def shifted(b: _Body, idx: sympy.Expr) -> kir.Ref:
         d = b("sub", (b.f32(b.load("x", idx)), b.load("rmax", I0, F32)), F32)
         return b("mul", (d, b("constant", (0.5, F32), F32)), F32) if noexp else b("exp", (d,), F32)
 
     s = _Body()
-    s.reduce("sum", shifted(s, cols * I0 + R0), F32, "rsum", I0)
+    s.reduce("sum", shifted(s, at(I0, R0)), F32, "rsum", I0)
     o = _Body()
-    q = o("truediv", (shifted(o, cols * I0 + I1), o.load("rsum", I0, F32)), F32)
-    o.store("out", cols * I0 + I1, o("to_dtype", (q, F16), F16))
-    return [_group(op, [_loop("op0", (rows,), m, (cols,)), _loop("op1", (rows,), s, (cols,)),
-                        _loop("op2", (rows, cols), o)],
-                   [dense_buffer("x", (rows, cols)), dense_buffer("rmax", (rows, 1), F32, "internal"),
-                    dense_buffer("rsum", (rows, 1), F32, "internal"), dense_buffer("out", (rows, cols), role="output")])]
+    q = o("truediv", (shifted(o, at(I0, I1)), o.load("rsum", I0, F32)), F32)
+    o.store("out", at(I0, I1), o("to_dtype", (q, F16), F16))
+    return [_group(op, [_loop("op0", (n,), m, (red,)), _loop("op1", (n,), s, (red,)),
+                        _loop("op2", (n, red), o)],
+                   [dense_buffer("x", (rows, cols)), dense_buffer("rmax", (n, 1), F32, "internal"),
+                    dense_buffer("rsum", (n, 1), F32, "internal"), dense_buffer("out", (rows, cols), role="output")])]
 
 
 # ------------------------------------------------------------------ transports
@@ -256,7 +263,7 @@ OPS = {
     "sumcol": _column_reduction("sum"), "ctsum": _column_reduction("sum"),
     "ctamax": _column_reduction("max"), "ctamin": _column_reduction("min"),
     "sumall": _sumall,
-    "softmax": _softmax, "softmax_noexp": _softmax,
+    "softmax": _softmax, "softmax_noexp": _softmax, "softmax_dim0": _softmax,
     "transpose": _transpose, "cat0": _cat, "cat1": _cat,
 }
 

@@ -11,12 +11,16 @@ import functools
 import math
 from collections.abc import Sequence
 
-from spyre_shims.kernel_ir import Instr, LoopKernel
+import sympy
+
+from spyre_shims import index as sidx
+from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import itemsize
 
-__all__ = ["SFU_OPS", "OpCounts", "op_counts", "vec_cycles", "elems_per_cycle", "pe_ns", "mac_rate"]
+__all__ = ["SFU_OPS", "OpCounts", "op_counts", "lane_reductions", "lane_cycles", "vec_cycles", "elems_per_cycle",
+           "pe_ns", "mac_rate"]
 
 #: Ops the SFU computes (several cycles per stick); other pointwise ops take one.
 SFU_OPS = frozenset({
@@ -83,6 +87,57 @@ def op_counts(body: tuple[Instr, ...]) -> OpCounts:
     return OpCounts((vec_pre, sfu_pre, vec_post, sfu_post))
 
 
+def _feeding_loads(body: tuple[Instr, ...], start: int) -> list[Instr]:
+    """The loads the value of instruction ``start`` is computed from."""
+    seen, todo, loads = set(), [start], []
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        ins = body[k]
+        if ins.op == "load":
+            loads.append(ins)
+            continue
+        for a in ins.args:
+            for x in (a if isinstance(a, tuple) else (a,)):
+                if isinstance(x, Ref):
+                    todo.append(x.id)
+    return loads
+
+
+@functools.lru_cache(maxsize=4096)
+def lane_reductions(body: tuple[Instr, ...], n_red: int) -> tuple[int, ...]:
+    """Per reduction of the body that reduces along the stick, the itemsize of
+    the data it reads: one of its loads steps by one element along the
+    innermost reduction variable (``x.sum(-1)``), so the values to combine sit
+    in the lanes of one stick (counted in sticks of the loaded data: torch-spyre
+    found read, sum, amax and mean on one curve).
+    A reduction whose loads step across sticks (``x.sum(0)``) combines whole
+    sticks elementwise and is not one."""
+    if n_red == 0:
+        return ()
+    rvar = sidx.index_symbol(f"r{n_red - 1}")
+    out = []
+    for k, ins in enumerate(body):
+        if ins.op != "reduction":
+            continue
+        for ld in _feeding_loads(body, k):
+            expr = sympy.expand(sidx.as_expr(ld.args[1]))
+            if rvar in expr.free_symbols and abs(expr.coeff(rvar)) == 1:
+                out.append(itemsize(ld.dtype or ins.dtype or "float32"))
+                break
+    return tuple(out)
+
+
+def lane_cycles(kernel: LoopKernel, m: Machine) -> float:
+    """Extra vector cycles per (iteration x reduction) point for the body's
+    reductions along the stick: each stick of values a core reduces across its
+    lanes costs ``m.lane_reduce_cycles_per_stick``."""
+    sizes = lane_reductions(kernel.body, len(kernel.reduction_ranges))
+    return sum(m.lane_reduce_cycles_per_stick * isz / m.stick_bytes for isz in sizes)
+
+
 @functools.lru_cache(maxsize=4096)
 def _min_float_width(dtypes: tuple[str, ...]) -> int:
     widths = [itemsize(d) for d in dtypes if d not in ("int64", "int32", "int16", "int8", "uint8", "bool")]
@@ -100,7 +155,8 @@ def vec_cycles(kernel: LoopKernel, points: int, red_points: int, m: Machine, dty
     c = op_counts(kernel.body)
     sfu = m.sfu_cycles_per_stick - 1
     epc = elems_per_cycle(m, dtypes)
-    return (points * red_points * (c.vec_pre + c.sfu_pre * sfu) + points * (c.vec_post + c.sfu_post * sfu)) / epc
+    return ((points * red_points * (c.vec_pre + c.sfu_pre * sfu) + points * (c.vec_post + c.sfu_post * sfu)) / epc
+            + points * red_points * lane_cycles(kernel, m))
 
 
 def mac_rate(isz: int, m: Machine) -> float:

@@ -23,7 +23,8 @@ __all__ = ["Machine", "MachineSpecError", "SOURCES", "DEFAULT"]
 
 
 #: Parameters that may be zero (latencies); every other one must be positive.
-NON_NEGATIVE = frozenset({"kernel_launch_ns", "dma_setup_ns", "sync_ns", "link_latency_ns"})
+NON_NEGATIVE = frozenset({"kernel_launch_ns", "dma_setup_ns", "sync_ns", "link_latency_ns",
+                          "lane_reduce_cycles_per_stick"})
 
 #: How the cards of an ensemble reach each other: every pair peer to peer through
 #: the drawer's PCIe switch (each card's own x16 link is its bottleneck), or a ring
@@ -49,12 +50,13 @@ class Machine:
     dram_nominal_gbps: float = 204.8
     dram_read_gbps: float = 150.0
     dram_mixed_gbps: float = 105.0
-    core_dma_gbps: float = 90.9
+    core_dma_gbps: float = 93.4
     ring_bytes_per_cycle: int = 128
     stick_bytes: int = 128
     span_bytes_per_core: int = 256 * 1024**2
     vector_bytes_per_cycle: int = 512
     sfu_cycles_per_stick: float = 2.0
+    lane_reduce_cycles_per_stick: float = 13.3
     kernel_launch_ns: float = 0.0
     dma_setup_ns: float = 120.0
     sync_ns: float = 400.0
@@ -178,6 +180,9 @@ SOURCES: dict[str, str] = {
                               "the fit points are DMA-bound in the model (sensitivity in the calibration report)",
     "sfu_cycles_per_stick": "[assumed] 2 cycles per stick for a transcendental (exp, rsqrt, div...); no published "
                             "figure (sensitivity in the calibration report)",
+    "lane_reduce_cycles_per_stick": "[fit] vector cycles per stick of values a core reduces across its lanes "
+                                    "(x.sum(-1), not x.sum(0)), fitted on torch-spyre's row-reduction bandwidth on "
+                                    "1, 2 and 4 cores (red_bw_cores_g); see spyre_adapter.bench.calibration",
     "kernel_launch_ns": "[fit] per-kernel fixed time, fitted with core_dma_gbps on torch-spyre's 32-core add "
                         "(64,16384) probe (52 us); lands at 0, as torch-spyre found for device kernel time "
                         "(cost_model.py: 'no fixed term')",

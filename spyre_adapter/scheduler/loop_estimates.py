@@ -16,9 +16,11 @@ from typing import Any
 import sympy
 import torch
 
+from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import KernelGroup
 from spyre_shims.reference import concrete
 
+from spyre_adapter.model.costs import lane_cycles
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import itemsize
 from spyre_adapter.model.structure import structure_digest
@@ -83,10 +85,22 @@ def _granularity(infos: list[LoopInfo], mult: list[int], rows: int, m: Machine, 
     for info, k in zip(infos, mult):
         for acc in info.accesses:
             if acc.store and acc.buffer not in internal:
-                per_row = k * acc.itemsize
+                # A row is k contiguous elements, unless the row index is the store's
+                # unit-stride one (a column of x.softmax(0)): then rows sit side by side.
+                per_row = (1 if _row_is_innermost(info, acc) else k) * acc.itemsize
                 need = m.stick_bytes // math.gcd(m.stick_bytes, per_row) if per_row else 1
                 g = g * need // math.gcd(g, need)
     return max(1, min(g, rows))
+
+
+def _row_is_innermost(info: LoopInfo, acc: Any) -> bool:
+    """The access steps by one element along the row index (``i0``) and also
+    moves with another iteration variable: neighbouring rows are neighbouring
+    elements, and one row spans several sticks."""
+    if len(info.ranges) < 2:
+        return False
+    aff = sidx.affine(acc.expr, info.kernel.index_vars()[0])
+    return aff is not None and aff[1][0] == 1 and any(c != 0 for c in aff[1][1:])
 
 
 def _bytes_per_row(infos: list[LoopInfo], mult: list[int], internal: set[str]) -> int:
@@ -221,6 +235,7 @@ def _core_work(gm: GroupModel, m: Machine, rows: tuple[int, int], rchunk: int = 
         if info.rnumel == 1:
             n = n * rfrac  # a split reduction's pointwise neighbours split the same way
         cycles += (n * red * (info.vec_pre + info.sfu_pre * sfu_extra) + n * (info.vec_post + info.sfu_post * sfu_extra)) / gm.epc
+        cycles += n * red * lane_cycles(info.kernel, m)
     for acc in gm.accesses:
         if not (acc.store or acc.lx or acc.invariant):
             continue  # streamed loads: by group below
@@ -371,11 +386,12 @@ def choose(gm: GroupModel, m: Machine) -> tuple[Division, dict[Division, float]]
 def ranked(gm: GroupModel, m: Machine, costs: Mapping[Division, float]) -> list[Division]:
     """Divisions cheapest first. Among divisions the estimate ties (a DRAM-bound
     group on 4 or on 32 cores) more cores come first, up to one streamed tile
-    (``TILE_TARGET_BYTES``) of DRAM traffic per core: the card's DRAM bandwidth
-    grows with the cores issuing DMAs (torch-spyre measured a row reduction
-    reach 0.43 of its 32-core bandwidth on 4 cores), which this model's one
-    card-wide rate does not see; below a tile per core, more cores add only
-    fixed costs (and steps to plan and check), so fewer come first."""
+    (``TILE_TARGET_BYTES``) of DRAM traffic per core: a tie means the shared DRAM
+    rate binds, and more cores keep more requests in flight where the model's
+    rate is optimistic (torch-spyre's 8 and 16-core reductions reached 0.54 of
+    the 32-core bandwidth; the lane cost models 1 to 4 cores); below a tile per
+    core, more cores add only fixed costs (and steps to plan and check), so fewer
+    come first."""
     moved = _core_work(gm, m, (0, gm.rows)).dma_bytes if gm.rows else 0
     useful = max(1, moved // TILE_TARGET_BYTES)
     return sorted(costs, key=lambda d: (costs[d], -min(d.used, useful), d.used))

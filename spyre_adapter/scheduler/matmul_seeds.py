@@ -1,6 +1,6 @@
-"""Divisions of a matmul that other planners choose, which ours simulates beside
-its own candidates (a portfolio: the closed form ranks grids, and a documented
-heuristic's grid it ranks low can still win in simulation).
+"""Divisions of a matmul that other planners choose: the bench's baselines
+(:mod:`spyre_adapter.bench.baselines`) build programs on them, and
+``torch_spyre.matmul_on_identical_splits`` prices them in both cost models.
 
 * :func:`even_split_grid` - the output divided evenly over every core it can use
   (powers of two over batch, M and N; no K split), best first by the closed form.
@@ -11,9 +11,6 @@ heuristic's grid it ranks low can still win in simulation).
   the cheapest, Pass 3 gives the cores to output dims first by decreasing
   stick-adjusted size. Pass 2 terms the document does not quantify (the M-lane
   underuse target, the value-matmul and shared-projection shape terms) are left out.
-
-The bench's baselines (:mod:`spyre_adapter.bench.baselines`) build programs on the
-same divisions.
 """
 
 from __future__ import annotations

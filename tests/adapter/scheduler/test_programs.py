@@ -14,6 +14,7 @@ from spyre_shims.runtime import capture_graphs, reset_compiled
 from tests.support import kernels as K
 
 from spyre_adapter.backend.spyre import plan
+from spyre_adapter.bench import kernels as sk
 from spyre_adapter.emulator import Card, execute, metrics
 from spyre_adapter.model import timing
 from spyre_adapter.model.errors import DoesNotFit
@@ -71,6 +72,18 @@ def test_groups_move_their_data_about_once(fn, shapes) -> None:
     args = [torch.randn(*s).half() for s in shapes]
     for p, k in _programs(fn, *args):
         assert 1.0 <= _rho(p, k) <= 1.05, (p.name, p.plan)
+
+
+def test_a_reduction_down_the_columns_divides_in_whole_sticks() -> None:
+    # softmax over dim 0 as one fused group: a "row" of the division is a column
+    # of x, so whole sticks take 64 fp16 columns, not the 32 of the fp32 statistic
+    (k,) = sk.kernels("softmax_dim0", 512, 1024)
+    for cores in (1, 4):
+        m = DEFAULT.replace(cores=cores)
+        p = plan(k, m, {})
+        got, want = K.run_program(p, k, m)
+        K.assert_same(got, want, K.outputs(k))
+        assert _rho(p, k, m) == pytest.approx(1.0, abs=0.01), p.plan
 
 
 def test_grouped_query_heads_share_their_kv_head_over_the_ring() -> None:
