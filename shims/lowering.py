@@ -56,6 +56,7 @@ def register_decomposition(op: Any, device: str, fn: Callable[..., Any]) -> None
         return decomposition
 
     name = f"decomposition:{device}:{op}"
+    ind.load_lowerings()
     REGISTRY.register(Patch(name, "torch._inductor.decomposition:decompositions", make,
                             f"{device} decomposes {op} its own way", key=op, new_key=True))
     REGISTRY.apply(name)

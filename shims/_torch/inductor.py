@@ -401,6 +401,13 @@ def config_patch(overrides: dict[str, Any]) -> Any:
     return config.patch(dict(overrides))
 
 
+def load_lowerings() -> None:
+    """Import Inductor's lowering table. Up to 2.11 its import makes fallbacks of
+    ``sort``, ``sort.stable`` and ``topk`` and asserts that none of them has a
+    decomposition, so a decomposition of those must be added after it."""
+    importlib.import_module("torch._inductor.lowering")
+
+
 def refresh_decompositions() -> None:
     """Drop cached copies of Inductor's decomposition table (some releases
     memoise the table with the random-op extras)."""

@@ -3,6 +3,9 @@ on a real compile for the spyre device."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import torch
 
 from spyre_shims.lowering import register_fallback, registered_decompositions
@@ -41,3 +44,17 @@ def test_registered_decompositions_are_named_by_device_and_op() -> None:
         assert hasattr(getattr(torch.ops.aten, packet), overload), name
     names.append("changed")
     assert "changed" not in registered_decompositions()  # a copy
+
+
+def test_a_decomposition_is_added_after_inductor_made_its_fallbacks() -> None:
+    """Up to torch 2.11, importing Inductor's lowerings makes fallbacks of sort
+    and topk and asserts they have no decomposition: registering ours first
+    broke every later compile in a fresh process (the CLI). The lowerings are
+    loaded before a decomposition goes in."""
+    code = ("import sys, torch\n"
+            "from spyre_shims.lowering import register_decomposition\n"
+            "assert 'torch._inductor.lowering' not in sys.modules\n"
+            "register_decomposition(torch.ops.aten.sort.stable, 'spyre', lambda default, *a, **k: default(*a, **k))\n"
+            "print('torch._inductor.lowering' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "True", res.stderr[-2000:]
