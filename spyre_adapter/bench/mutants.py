@@ -34,7 +34,7 @@ __all__ = ["OPERATORS", "Mutant", "Outcome", "mutants", "reference_run"]
 
 OPERATORS = ("drop_load", "shift_tile", "swap_cores", "drop_barrier", "shrink_alloc", "store_early", "skip_kslice",
              "retag_barrier", "drop_core_barrier", "lose_message", "swap_messages", "lose_chunk", "overlap_alloc",
-             "stale_read", "lx_overflow", "misalign_alloc", "duplicate_core")
+             "stale_read", "lx_overflow", "misalign_alloc", "duplicate_core", "past_end")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +93,25 @@ def _shift_tile(p: Program, m: Machine, dtypes: Mapping[str, str], rng: random.R
         instrs[i] = new
         yield Mutant("shift_tile", p.name, core, i, f"{type(ins).__name__} of {region.buffer} one stick later",
                      _with_core(p, core, instrs))
+
+
+def _past_end(p: Program, m: Machine, dtypes: Mapping[str, str], rng: random.Random) -> Iterator[Mutant]:
+    """The transfer that reaches a buffer's last element moved one stick on: the
+    off-by-one of a last tile, which reads or writes past the tensor."""
+    sites = _sites(p, lambda rec, ins: rec.transfer(ins) is not None)
+    end: dict[str, int] = {}
+    for _, _, ins in sites:
+        region = isa.transfer(ins)[0]  # type: ignore[index]
+        end[region.buffer] = max(end.get(region.buffer, -1), region.bounds()[1])
+    last = [(c, i, ins) for c, i, ins in sites
+            if isa.transfer(ins)[0].bounds()[1] == end[isa.transfer(ins)[0].buffer]]  # type: ignore[index]
+    for core, i, ins in rng.sample(last, len(last)):
+        region = isa.transfer(ins)[0]  # type: ignore[index]
+        shift = max(1, m.stick_bytes // itemsize(dtypes[region.buffer]))
+        instrs = list(p.core(core).instrs)
+        instrs[i] = isa.step(ins).with_region(ins, dataclasses.replace(region, offset=region.offset + shift))
+        yield Mutant("past_end", p.name, core, i, f"{type(ins).__name__} of {region.buffer}'s last elements one "
+                     "stick later", _with_core(p, core, instrs))
 
 
 def _swap_cores(p: Program, rng: random.Random) -> Iterator[Mutant]:
@@ -395,6 +414,7 @@ def mutants(p: Program, m: Machine, per_operator: int, seed: int = 0) -> list[Mu
         "lose_chunk": lambda: _lose_chunk(p, rng), "overlap_alloc": lambda: _overlap_alloc(p, m, rng),
         "stale_read": lambda: _stale_read(p, rng), "lx_overflow": lambda: _lx_overflow(p, m, rng),
         "misalign_alloc": lambda: _misalign_alloc(p, m, rng), "duplicate_core": lambda: _duplicate_core(p, m, rng),
+        "past_end": lambda: _past_end(p, m, dtypes, rng),
     }
     out = []
     for op in OPERATORS:

@@ -24,6 +24,7 @@ from spyre_shims.kernel_ir import KernelGroup
 from spyre_shims.reference import concrete
 
 from spyre_adapter.model.bodies import accesses, indirect_levels
+from spyre_adapter.model.costs import lane_reductions
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Candidate, LoopPlan, Program, Resident
@@ -228,7 +229,37 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
                 per_core *= 2
                 continue
             raise
+        if per_core == 1 and not phased and fields["tiles"] <= 1 and _lane_bound(gm):
+            p = _pipelined(gm, m, d, name, sizes, fields, r, keep, reserved, tile_rows, p)
         return _obeying(p, m, {**numels, **{n: k for n, _, k in p.workspace}})
+
+
+def _lane_bound(gm: GroupModel) -> bool:
+    """A group with a reduction along the stick, whose combining work is not
+    negligible next to its loads."""
+    return any(info.rnumel > 1 and lane_reductions(info.kernel.body, len(info.red)) for info in gm.infos)
+
+
+def _pipelined(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mapping[sympy.Symbol, int],
+               fields: dict[str, Any], r: Residency, keep: dict[str, Any], reserved: dict[int, Any],
+               tile_rows: int, p: Program) -> Program:
+    """``p`` runs each core's rows as one tile: its reductions along the stick
+    start only when the whole tile has arrived. The same division with each row's
+    reduction cut in consecutive chunks per core overlaps loading one chunk with
+    reducing the last; it is kept when it simulates faster (a multi-pass group,
+    softmax, reloads what it cannot keep and usually does not)."""
+    longest = max((i.rnumel for i in gm.infos), default=1)
+    chunks = 4
+    if chunks * 128 > longest:
+        return p
+    try:
+        alt = build(gm.group, m, sizes, name, max(gm.rows, 1), gm.unit, gm.mult,
+                    LoopDivision(d.cores, d.rsplit, chunks, tile_rows, False), fields, r.lx_in, keep, reserved, r.carry)
+    except (NeedsPhases, LxFull, DoesNotFit):
+        return p
+    if simulate(alt, m, keep_events=False).total_ns < simulate(p, m, keep_events=False).total_ns:
+        return alt
+    return p
 
 
 def _pointwise_shape(gm: GroupModel) -> tuple[Any, ...]:

@@ -86,6 +86,17 @@ def test_a_reduction_down_the_columns_divides_in_whole_sticks() -> None:
         assert _rho(p, k, m) == pytest.approx(1.0, abs=0.01), p.plan
 
 
+def test_a_lane_bound_row_reduction_overlaps_its_loads_with_its_reduction() -> None:
+    # 64 rows of 1024 per core are one tile: reducing them along the stick only
+    # starts when all have arrived, unless each row's reduction is cut in chunks
+    (k,) = sk.kernels("sumrow", 2048, 1024)
+    p = plan(k, DEFAULT, {})
+    got, want = K.run_program(p, k, DEFAULT)
+    K.assert_same(got, want, K.outputs(k))
+    dram_bound = compulsory_bytes(k, None, {}) / DEFAULT.dram_read_gbps
+    assert timing.simulate(p, DEFAULT).total_ns < 1.15 * dram_bound  # one tile: 1.35x
+
+
 def test_grouped_query_heads_share_their_kv_head_over_the_ring() -> None:
     """repeat_kv: 8 query heads read 2 KV heads. On 8 cores (one per query head)
     the cores reading the same KV head receive it over the ring."""
