@@ -246,8 +246,8 @@ def _pipelined(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mappin
     """``p`` runs each core's rows as one tile: its reductions along the stick
     start only when the whole tile has arrived. The same division with each row's
     reduction cut in consecutive chunks per core overlaps loading one chunk with
-    reducing the last; it is kept when it simulates faster (a multi-pass group,
-    softmax, reloads what it cannot keep and usually does not)."""
+    reducing the last; it is kept when it simulates :data:`PIPELINE_GAIN` faster
+    (a multi-pass group, softmax, reloads what it cannot keep and usually is not)."""
     longest = max((i.rnumel for i in gm.infos), default=1)
     chunks = 4
     if chunks * 128 > longest:
@@ -257,9 +257,14 @@ def _pipelined(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mappin
                     LoopDivision(d.cores, d.rsplit, chunks, tile_rows, False), fields, r.lx_in, keep, reserved, r.carry)
     except (NeedsPhases, LxFull, DoesNotFit):
         return p
-    if simulate(alt, m, keep_events=False).total_ns < simulate(p, m, keep_events=False).total_ns:
+    # More steps cost emulation time on every launch: worth it only for a real gain.
+    if simulate(alt, m, keep_events=False).total_ns < PIPELINE_GAIN * simulate(p, m, keep_events=False).total_ns:
         return alt
     return p
+
+
+#: A chunked row reduction replaces the one-tile program when it simulates at least this much faster.
+PIPELINE_GAIN = 0.95
 
 
 def _pointwise_shape(gm: GroupModel) -> tuple[Any, ...]:
