@@ -131,6 +131,37 @@ def decode(data: Any, expected: Any, classes: Iterable[type], leaves: Iterable[L
         raise FormatError(f"{what}: nested too deeply") from None
 
 
+class _Path:
+    """Where a value sits in the document, rendered only when an error names it
+    (building the text for every value of a large document costs more than
+    reading it)."""
+
+    __slots__ = ("parent", "part")
+
+    def __init__(self, parent: "_Path | str", part: int | str) -> None:
+        self.parent, self.part = parent, part
+
+    def __str__(self) -> str:
+        parts: list[str] = []
+        p: _Path | str = self
+        while isinstance(p, _Path):
+            parts.append(f"[{p.part}]" if isinstance(p.part, int) else f".{p.part}")
+            p = p.parent
+        return str(p) + "".join(reversed(parts))
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+#: A place in the document: the document's name, or a path below it.
+_Where = typing.Union[_Path, str]
+
+
+@functools.lru_cache(maxsize=None)
+def _shape(tp: Any) -> tuple[Any, tuple[Any, ...]]:
+    return typing.get_origin(tp), typing.get_args(tp)
+
+
 @dataclasses.dataclass
 class _Reader:
     classes: dict[str, type[DataclassInstance]]
@@ -138,12 +169,12 @@ class _Reader:
     max_depth: int
     check: Callable[[Any], None] | None
 
-    def value(self, data: Any, tp: Any, where: str, depth: int) -> Any:
+    def value(self, data: Any, tp: Any, where: _Where, depth: int) -> Any:
         if depth > self.max_depth:
             raise FormatError(f"{where}: nested deeper than {self.max_depth} levels")
         if tp is Any or tp is object:
             return self.free(data, where, depth)
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        origin, args = _shape(tp)
         if origin is typing.Literal:
             if any(type(data) is type(a) and data == a for a in args):
                 return data
@@ -169,10 +200,10 @@ class _Reader:
             return self.scalar(data, tp, where)
         raise FormatError(f"{where}: cannot read a value of type {tp!r}")  # a reader bug, reported as such
 
-    def free(self, data: Any, where: str, depth: int) -> Any:
+    def free(self, data: Any, where: _Where, depth: int) -> Any:
         """A value whose field is annotated ``Any``: whatever the form holds."""
         if isinstance(data, list):
-            return tuple(self.free(x, f"{where}[{i}]", depth + 1) for i, x in enumerate(data))
+            return tuple(self.free(x, _Path(where, i), depth + 1) for i, x in enumerate(data))
         if isinstance(data, dict):
             leaf = self.leaf_for(data)
             if leaf is not None:
@@ -184,7 +215,7 @@ class _Reader:
             return data
         raise FormatError(f"{where}: unexpected {_show(data)}")
 
-    def union(self, data: Any, options: tuple[Any, ...], where: str, depth: int) -> Any:
+    def union(self, data: Any, options: tuple[Any, ...], where: _Where, depth: int) -> Any:
         if data is None and type(None) in options:
             return None
         options = tuple(o for o in options if o is not type(None))
@@ -206,18 +237,18 @@ class _Reader:
                 problems.append(str(exc).removeprefix(f"{where}: "))
         raise FormatError(f"{where}: none of the accepted forms ({'; '.join(dict.fromkeys(problems))})")
 
-    def sequence(self, data: Any, args: tuple[Any, ...], where: str, depth: int) -> tuple[Any, ...]:
+    def sequence(self, data: Any, args: tuple[Any, ...], where: _Where, depth: int) -> tuple[Any, ...]:
         if not isinstance(data, list):
             raise FormatError(f"{where}: expected a list, got {_show(data)}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(self.value(x, args[0], f"{where}[{i}]", depth + 1) for i, x in enumerate(data))
+            return tuple(self.value(x, args[0], _Path(where, i), depth + 1) for i, x in enumerate(data))
         if not args:
             args = (Any,) * len(data)
         if len(data) != len(args):
             raise FormatError(f"{where}: expected a list of {len(args)}, got {len(data)} items")
-        return tuple(self.value(x, t, f"{where}[{i}]", depth + 1) for i, (x, t) in enumerate(zip(data, args)))
+        return tuple(self.value(x, t, _Path(where, i), depth + 1) for i, (x, t) in enumerate(zip(data, args)))
 
-    def instance(self, data: Any, base: type, where: str, depth: int) -> Any:
+    def instance(self, data: Any, base: type, where: _Where, depth: int) -> Any:
         if not isinstance(data, dict):
             raise FormatError(f"{where}: expected an object{_of(base)}, got {_show(data)}")
         name = data.get("$t")
@@ -234,7 +265,7 @@ class _Reader:
         missing = [n for n, f in fields.items() if n not in data and _required(f)]
         if missing:
             raise FormatError(f"{where}: {name} lacks field(s) {', '.join(map(repr, missing))}")
-        kwargs = {n: self.value(v, hints[n], f"{where}.{n}", depth + 1) for n, v in data.items() if n != "$t"}
+        kwargs = {n: self.value(v, hints[n], _Path(where, n), depth + 1) for n, v in data.items() if n != "$t"}
         try:
             obj = cls(**kwargs)
             if self.check is not None:
@@ -243,7 +274,7 @@ class _Reader:
             raise FormatError(f"{where}: bad {name}: {_short(exc)}") from None
         return obj
 
-    def scalar(self, data: Any, tp: type, where: str) -> Any:
+    def scalar(self, data: Any, tp: type, where: _Where) -> Any:
         if tp is bool:
             if isinstance(data, bool):
                 return data
@@ -265,7 +296,7 @@ class _Reader:
             return self.leaves.get(key)
         return None
 
-    def leaf(self, leaf: Leaf, data: Any, where: str) -> Any:
+    def leaf(self, leaf: Leaf, data: Any, where: _Where) -> Any:
         try:
             return leaf.decode(data[leaf.key])
         except FormatError as exc:
@@ -283,7 +314,7 @@ def _nonfinite(text: Any) -> float:
 _FLOAT_LEAF = Leaf("$f", float, None, _nonfinite)
 
 
-def _int(value: int, where: str) -> int:
+def _int(value: int, where: _Where) -> int:
     if not INT_MIN <= value <= INT_MAX:
         raise FormatError(f"{where}: integer out of the 64-bit range ({_show(value)})")
     return value
