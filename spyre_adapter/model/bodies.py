@@ -12,7 +12,7 @@ import sympy
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 
-__all__ = ["Access", "accesses", "index_cone", "indirect_levels", "split_dim", "with_ranges"]
+__all__ = ["Access", "accesses", "deps", "index_cone", "indirect_levels", "split_dim", "with_ranges"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,8 @@ def accesses(body: tuple[Instr, ...]) -> tuple[Access, ...]:
     return tuple(out)
 
 
-def _deps(body: tuple[Instr, ...], pos: int) -> set[int]:
+def deps(body: tuple[Instr, ...], pos: int) -> set[int]:
+    """Positions of the instructions instruction ``pos`` reads (its mask included)."""
     ins = body[pos]
     refs: list[int] = []
     for a in ins.args:
@@ -78,7 +79,7 @@ def index_cone(body: tuple[Instr, ...], positions: tuple[int, ...]) -> frozenset
         if k in need:
             continue
         need.add(k)
-        todo.extend(_deps(body, k))
+        todo.extend(deps(body, k))
         ins = body[k]
         if ins.op in ("load", "index_expr", "check_bounds"):
             for s in sidx.free_symbols(ins.args[1] if ins.op != "index_expr" else ins.args[0]):

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import sympy
 
 from spyre_shims import index as sidx
-from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
+from spyre_shims.kernel_ir import Instr, LoopKernel
 
+from spyre_adapter.model.bodies import deps
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import itemsize
 
@@ -95,14 +96,10 @@ def _feeding_loads(body: tuple[Instr, ...], start: int) -> list[Instr]:
         if k in seen:
             continue
         seen.add(k)
-        ins = body[k]
-        if ins.op == "load":
-            loads.append(ins)
-            continue
-        for a in ins.args:
-            for x in (a if isinstance(a, tuple) else (a,)):
-                if isinstance(x, Ref):
-                    todo.append(x.id)
+        if body[k].op == "load":
+            loads.append(body[k])
+        else:
+            todo.extend(deps(body, k))
     return loads
 
 

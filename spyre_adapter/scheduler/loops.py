@@ -235,8 +235,8 @@ def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: M
 
 
 def _lane_bound(gm: GroupModel) -> bool:
-    """A group with a reduction along the stick, whose combining work is not
-    negligible next to its loads."""
+    """A group with a reduction along the stick (whether chunking it pays is
+    settled by simulating both programs)."""
     return any(info.rnumel > 1 and lane_reductions(info.kernel.body, len(info.red)) for info in gm.infos)
 
 
