@@ -8,9 +8,12 @@ nothing heavy: the emulator and the Kernel IR appear in annotations only.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+import time
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +34,11 @@ class LaunchRecord:
     metrics: Metrics
     timeline: Timeline
 
+
+#: Where the backend's own host time goes: planning kernels as Inductor emits
+#: them, the graph pass (LX residency) when a compiled graph loads, and each
+#: program's first launch (reference run, checked execution, traffic and timing).
+HOST_PHASES = ("compile", "graph", "first_launch")
 
 #: Individual launches remembered (totals and per-kernel figures cover all).
 RECENT_LAUNCHES = 10_000
@@ -66,6 +74,8 @@ class DeviceReport:
             self.link_ns = 0.0
             #: the most recent collectives one by one: (op, device start ns, ns, bytes, algorithm)
             self.link_calls: deque[tuple[str, float, float, int, str]] = deque(maxlen=RECENT_LAUNCHES)
+            #: host seconds the backend itself spent, by phase (see :data:`HOST_PHASES`)
+            self.host_s: dict[str, float] = dict.fromkeys(HOST_PHASES, 0.0)
 
     def record(self, name: str, metrics: Metrics, timeline: Timeline, program: Any = None) -> None:
         """One launch: its figures, its timeline (kept while ``keep_timelines`` is
@@ -100,6 +110,19 @@ class DeviceReport:
             row["bytes"] += cost.nbytes
             row["modeled_ns"] += cost.ns
             row["algorithms"][cost.algorithm] += 1
+
+    @contextlib.contextmanager
+    def host_time(self, phase: str) -> Iterator[None]:
+        """Add the wall time of the block to ``phase`` (one of :data:`HOST_PHASES`)."""
+        if phase not in HOST_PHASES:
+            raise ValueError(f"host phase {phase!r}: expected one of {', '.join(HOST_PHASES)}")
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - start
+            with self._lock:
+                self.host_s[phase] += spent
 
     def record_eager(self, op: str) -> None:
         """One aten op that ran eagerly (on the host) on device tensors (called by
@@ -172,6 +195,7 @@ class DeviceReport:
             "eager_ops_by_op": eager,
             "link_ns": self.link_ns,
             "collectives": {op: {**r, "algorithms": dict(r["algorithms"])} for op, r in self.collectives.items()},
+            "host_s": dict(self.host_s),
         }
 
     def summary(self) -> str:
@@ -189,6 +213,7 @@ class DeviceReport:
             "host fallbacks in compiled graphs: " + (_counts(d["fallbacks"]) or "none"),
             f"eager ops on the device (run on the host): {d['eager_ops']}"
             + (f" ({_counts(d['eager_ops_by_op'], 6)})" if d["eager_ops"] else ""),
+            "backend host time: " + ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in d["host_s"].items()),
         ]
         if d["collectives"]:
             lines.append(f"card-to-card link: {format_ns(d['link_ns'])} in " + ", ".join(

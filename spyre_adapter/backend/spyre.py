@@ -142,6 +142,10 @@ class SpyreBackend(Backend):
         self._compiled: dict[str, tuple[bytes, Machine, Planned | DoesNotFit]] = {}
 
     def compile(self, kernel: kir.Kernel) -> str:
+        with current().report.host_time("compile"):
+            return self._compile(kernel)
+
+    def _compile(self, kernel: kir.Kernel) -> str:
         supported_kind(kernel)
         m = current_machine()
         if not is_symbolic(kernel):
@@ -184,7 +188,10 @@ class SpyreBackend(Backend):
 
     def on_graph(self, graph: kir.GraphIR) -> None:
         """Record the graph and plan LX residency across its kernels."""
-        session = current()
+        with current().report.host_time("graph"):
+            self._on_graph(graph, current())
+
+    def _on_graph(self, graph: kir.GraphIR, session: Session) -> None:
         session.report.add_graph(graph)
         exes = [self._loaded.get(k.name) for k in graph.kernels]
         self._record_limits(graph, exes, session)

@@ -12,7 +12,10 @@ off through its documented environment variables, one process at a time.
   must not cost 32 times one. Compiled the way PyTorch recommends for repeated
   layers (regional compilation: each layer ``compile()``-d, Dynamo traces one and
   reuses it), and as one whole graph, where Dynamo and Inductor themselves grow
-  with the graph (Inductor's CPU backend measured alongside).
+  with the graph. Measured alongside: Inductor's CPU backend, Dynamo and
+  AOTAutograd alone (``aot_eager``: what every Inductor backend pays before
+  lowering), and the Spyre backend's own host time (planning, the graph pass,
+  first launches; :attr:`DeviceReport.host_s`), so the growth is attributed.
 * **speed**: steady-state wall time of a compiled call on the emulator
   (every kernel's program executed, timing simulated) against eager CPU in the
   same process, fp32 and fp16, at three sizes: medians of 11 calls of each,
@@ -136,14 +139,18 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         device = spec.get("device", "spyre")
         if device == "spyre":
             model, x = model.to("spyre"), x.to("spyre")
+            torch.spyre.report().reset()
+        # "aot_eager": Dynamo and AOTAutograd without Inductor, on the CPU: the
+        # part of a whole-graph compile every Inductor backend pays before lowering.
+        backend = "aot_eager" if device == "aot_eager" else "inductor"
         if spec.get("regional"):
             # PyTorch's regional compilation: each repeated layer compiled on its
             # own, so Dynamo traces one layer and reuses it for identical ones.
             for layer in model.layers:
-                layer.compile(dynamic=False)
+                layer.compile(dynamic=False, backend=backend)
             compiled = model
         else:
-            compiled = torch.compile(model, dynamic=False)
+            compiled = torch.compile(model, dynamic=False, backend=backend)
         t = time.perf_counter()
         fwd(compiled, x)
         out["first_call_s"] = time.perf_counter() - t
@@ -162,6 +169,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
         else:
             out["steady_s"] = median_time(lambda: fwd(compiled, x), 3)
     out["compile_s"] = max(0.0, out["first_call_s"] - out["steady_s"])
+    if device == "spyre":  # the backend's own share: planning, the graph pass, first launches
+        out["backend_s"] = torch.spyre.report().to_dict()["host_s"]
     return out
 
 
@@ -193,10 +202,11 @@ def measure(quick: bool = False, progress: Callable[[str], None] | None = None) 
         for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS):
             plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16",
                                        regional=regional))
-    if not quick:  # Inductor's own scaling, for comparison
-        for n in (1, LAYER_COUNTS[-1]):
-            plan["layers"].append(dict(kind="compile", device="cpu", model="tiny", layers=n, dtype="fp32",
-                                       regional=False))
+    if not quick:  # Inductor's CPU backend, and Dynamo + AOTAutograd alone, for comparison
+        for device in ("cpu", "aot_eager"):
+            for n in (1, LAYER_COUNTS[-1]):
+                plan["layers"].append(dict(kind="compile", device=device, model="tiny", layers=n, dtype="fp32",
+                                           regional=False))
     for name, hidden, seq in SPEED_SIZES[:1] if quick else SPEED_SIZES:
         for dtype in ("fp32", "fp16"):
             plan["speed"].append(dict(kind="speed", model="block", name=name, hidden=hidden, seq=seq, dtype=dtype))
@@ -230,6 +240,13 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def _layer_ratio(out: dict[str, Any], key: str, layers: dict[int, float]) -> None:
+    """``out[key]`` = the most layers' figure over one layer's (key formatted with the count)."""
+    if 1 in layers and layers[1] > 0 and len(layers) > 1:
+        top = max(layers)
+        out[key.format(top)] = layers[top] / layers[1]
+
+
 def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The headline ratios: compile time against Inductor's CPU backend, 32
     layers against one, emulated steady state against eager fp32 and fp16."""
@@ -243,12 +260,15 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         out["compile_over_inductor_cpu"] = max(ratios.values())
         out["compile_over_inductor_cpu_by_model"] = ratios
     for device, regional, label in (("spyre", True, ""), ("spyre", False, "_whole_graph"),
-                                    ("cpu", False, "_inductor_cpu_whole_graph")):
-        layers = {r["layers"]: r["compile_s"] for r in rows.get("layers", [])
-                  if "error" not in r and r["device"] == device and bool(r.get("regional")) == regional}
-        if 1 in layers and layers[1] > 0 and len(layers) > 1:
-            top = max(layers)
-            out[f"compile_{top}_layers_over_1_layer{label}"] = layers[top] / layers[1]
+                                    ("cpu", False, "_inductor_cpu_whole_graph"),
+                                    ("aot_eager", False, "_dynamo_aot_whole_graph")):
+        chosen = [r for r in rows.get("layers", [])
+                  if "error" not in r and r["device"] == device and bool(r.get("regional")) == regional]
+        _layer_ratio(out, f"compile_{{}}_layers_over_1_layer{label}", {r["layers"]: r["compile_s"] for r in chosen})
+        if device == "spyre" and not regional:
+            # what the backend itself adds, apart from Dynamo, AOTAutograd and Inductor
+            _layer_ratio(out, "compile_{}_layers_over_1_layer_whole_graph_backend_share",
+                         {r["layers"]: sum(r["backend_s"].values()) for r in chosen if "backend_s" in r})
     for dtype in ("fp32", "fp16"):
         speed = [r["steady_s"] / r["eager_s"] for r in rows.get("speed", []) if r.get("dtype") == dtype
                  and "error" not in r]

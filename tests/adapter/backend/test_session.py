@@ -3,6 +3,7 @@ process, on two machines, run the same compiled model and share nothing."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from spyre_adapter.backend.session import Session, activate, current
@@ -41,3 +42,21 @@ def test_what_if_machines_are_scoped_to_the_session() -> None:
     with s.generic_path():
         assert not s.handwritten
     assert s.handwritten
+
+
+def test_the_report_attributes_the_backends_host_time_to_its_phases() -> None:
+    s = Session()
+    with activate(s):
+        f = torch.compile(lambda a, b: (a @ b).relu() + 1, dynamic=False, options={"fx_graph_cache": False})
+        a, b = torch.randn(64, 64, device="spyre"), torch.randn(64, 64, device="spyre")
+        f(a, b)
+        first = dict(s.report.host_s)
+        f(a, b)
+    assert set(first) == {"compile", "graph", "first_launch"}
+    assert all(v > 0 for v in first.values()), first
+    # a steady launch is not the backend's own work: nothing more is counted
+    assert s.report.host_s == first
+    assert "backend host time: compile" in s.report.summary()
+    with pytest.raises(ValueError, match="host phase 'planning'"):
+        with s.report.host_time("planning"):
+            pass

@@ -58,3 +58,20 @@ def test_the_aten_split_counts_matmuls_and_copies_and_leaves_views_out() -> None
         assert split["aten_s"] == pytest.approx(split["matmul_s"] + split["copy_s"] + split["other_aten_s"])
     assert plain["views_s"] == 0 < viewed["views_s"]
     assert viewed["aten_ops"] == plain["aten_ops"]
+
+
+def test_whole_graph_growth_is_attributed_to_torch_and_to_the_backend() -> None:
+    rows = {"layers": [
+        {"device": "spyre", "regional": False, "layers": 1, "compile_s": 2.0,
+         "backend_s": {"compile": 0.5, "graph": 0.2, "first_launch": 0.3}},
+        {"device": "spyre", "regional": False, "layers": 32, "compile_s": 18.0,
+         "backend_s": {"compile": 1.0, "graph": 0.6, "first_launch": 1.4}},
+        {"device": "aot_eager", "regional": False, "layers": 1, "compile_s": 0.5},
+        {"device": "aot_eager", "regional": False, "layers": 32, "compile_s": 5.0},
+        {"device": "cpu", "regional": False, "layers": 32, "error": "over 1800 s"},
+    ]}
+    out = bench_speed.summary(rows)
+    assert out["compile_32_layers_over_1_layer_whole_graph"] == pytest.approx(9.0)
+    assert out["compile_32_layers_over_1_layer_whole_graph_backend_share"] == pytest.approx(3.0)
+    assert out["compile_32_layers_over_1_layer_dynamo_aot_whole_graph"] == pytest.approx(10.0)
+    assert not any("inductor_cpu" in k for k in out)  # one side failed: no ratio
