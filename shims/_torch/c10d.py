@@ -313,3 +313,24 @@ def register(name: str, device: HostBackedDevice, listener: Listener | None) -> 
     if name.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(name, create, devices=[device.name])
+    _functional_without_autograd()
+
+
+_LIBS: list[Any] = []
+
+
+def _functional_without_autograd() -> None:
+    """The functional collectives (``_c10d_functional::all_reduce`` ... what DTensor and
+    tensor-parallel layers call) have no autograd formula. Up to torch 2.9 the autograd
+    fallback that passes them through is not computed for PrivateUse1 (feature
+    detection: no computed kernel for its autograd key), so every call on the device
+    fails to dispatch; they fall through to the device's kernel as on CPU."""
+    key = "AutogradPrivateUse1"
+    missing = [n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names()
+               if n.startswith("_c10d_functional::")
+               and not torch._C._dispatch_has_computed_kernel_for_dispatch_key(n, key)]
+    if missing:
+        lib = torch.library.Library("_c10d_functional", "IMPL")  # noqa: TOR901
+        for op in missing:
+            lib.impl(op, torch.library.fallthrough_kernel, key)
+        _LIBS.append(lib)

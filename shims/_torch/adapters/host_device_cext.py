@@ -45,11 +45,20 @@ def setup(name: str, backend_module: Any) -> None:
     ext.register_hooks()
 
 
+#: torch fills in a device without an index from the guard, which says 0 (as
+#: torch._C._acc's does): index 0 means the current device, kept by the device module.
+INDEX_ZERO_MEANS_CURRENT = True
+
+_count = [1]  # devices the extension's guard reports so far
+
+
 def wrap(host: torch.Tensor, like: torch.Tensor | None = None, index: int = 0) -> torch.Tensor:
-    if index != 0 and like is None:
-        # the extension's storages are all device 0; several devices need torch._C._acc
-        raise NotImplementedError(f"device index {index}: several host-backed devices need torch >= 2.10")
-    return _ext().wrap(host, like)
+    """Device tensor on device ``index`` with ``host``'s metadata; shares ``like``'s device storage."""
+    if like is None and index >= _count[0]:
+        # the device module validated the index: the guard counts every device a tensor lives on
+        _ext().set_device_count(index + 1)
+        _count[0] = index + 1
+    return _ext().wrap(host, like, index)
 
 
 def host_view(dev: torch.Tensor) -> torch.Tensor:
