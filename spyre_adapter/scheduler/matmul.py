@@ -100,6 +100,9 @@ class Cost:
     dram_ns: float
     ring_ns: float
     lx_bytes: int
+    #: per core, the program's size: each step's operand slices, loaded or received
+    #: from every core sharing them (what building, checking and simulating grow with)
+    instrs: int = 1
 
 
 def _mac_rate(s: MatmulShape, m: Machine) -> float:
@@ -121,9 +124,20 @@ def _lx_bytes(s: MatmulShape, g: Grid, kb: int, tm: int, tn: int, tk: int) -> in
 def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
     """Closed-form time of a grid and loop order, or None when it does not fit LX.
 
-    Fill (the first operand slices of every core, through shared DRAM) and the
-    exposed tail (the last output tile of every core, written together) are
-    charged explicitly; in between the slowest of PE, DRAM, DMA and ring wins.
+    The slowest of four lanes, each with what it cannot overlap:
+
+    * DRAM (shared by every core): all reads and writes, then the last step's
+      compute and the K split's partial-sum chain, which wait for the last load;
+    * the PE array: the first operand slices (fill), every step's compute, a
+      stationary panel that DRAM cannot deliver within the first pass, the K
+      chain, then the last output tile's write (tail);
+    * each core's DMA engine: its own bytes plus a descriptor setup per operand
+      slice, then the same epilogue as DRAM;
+    * the ring: operand blocks received from the sharing cores and partial sums.
+
+    Summing fill, body and tail instead (as before 2026-12-06) charged the first
+    loads and the last writes twice in DRAM-bound programs: the closed form then
+    ranked the simulated best division of a 256x1024x1024 GEMM 157th.
     """
     bb, mb, nb, kb = _per_core(s, g, m)
     tm, tn, tk = min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)
@@ -151,9 +165,7 @@ def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
     ring_ns = (recv + partial) / m.ring_gbps
     eff = m.pe_efficiency(tm)
     compute_ns = bb * _round_up(mb, m.pe_rows) * nb * kb / (_mac_rate(s, m) * eff)
-    # Fill: every core's first operand slices, through shared DRAM.
-    first = g.cores * (tm * tk / a_share + tk * tn / b_share) * s.isz
-    fill = first / m.dram_read_gbps
+    fill = g.cores * (tm * tk / a_share + tk * tn / b_share) * s.isz / m.dram_read_gbps
     # A stationary panel is loaded during the first pass over the other
     # operand: if DRAM cannot deliver it within that pass, the PEs wait.
     stall = 0.0
@@ -161,14 +173,16 @@ def cost(s: MatmulShape, g: Grid, m: Machine) -> Cost | None:
         stall = max(0.0, b_core * g.cores / b_share / m.dram_read_gbps - compute_ns / n_mt)
     elif g.order == "a":
         stall = max(0.0, a_core * g.cores / a_share / m.dram_read_gbps - compute_ns / n_nt)
-    # Tail: the last output tile of every core is written after the last PE step.
     tail = g.cores / g.gk * tm * tn * s.out_isz / m.dram_write_gbps
-    # Every step (one k-slice of one output tile) sets up its DMAs and hands a
-    # buffer between the DMA and PE engines: small tiles pay for it.
+    # Every step (one k-slice of one output tile) sets up two operand DMAs.
     steps = bb * n_mt * n_nt * max(1, _cdiv(kb, tk))
-    body = max(compute_ns, dram_ns, dma_ns, ring_ns) + stall + steps * 2 * m.dma_setup_ns
-    total = m.kernel_launch_ns + fill + body + tail + (m.sync_ns if g.cores > 1 else 0.0)
-    return Cost(total, compute_ns, dram_rd + dram_wr, dram_ns, ring_ns, lx)
+    setup = steps * 2 * m.dma_setup_ns
+    # The last output tile's fp32 partials pass the K split's cores one hop and one add at a time.
+    k_chain = (g.gk - 1) * tm * tn * 4 * (1 / m.ring_gbps + 1 / (m.vector_bytes_per_cycle * m.clock_ghz))
+    epilogue = compute_ns / steps + k_chain
+    body = max(dram_ns + epilogue, fill + compute_ns + stall + k_chain + tail, dma_ns + setup + epilogue, ring_ns)
+    total = m.kernel_launch_ns + body + (m.sync_ns if g.cores > 1 else 0.0)
+    return Cost(total, compute_ns, dram_rd + dram_wr, dram_ns, ring_ns, lx, steps * (a_share + b_share))
 
 
 def _pow2_upto(n: int, cap: int) -> list[int]:
@@ -240,6 +254,16 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
         if c is not None:
             out.append((g, c))
     out.sort(key=lambda gc: (round(gc[1].total_ns), -gc[0].tm * gc[0].tn * gc[0].tk, gc[0].cores))
+    if out:
+        # Within TIE_SLACK of the best estimate the closed form cannot tell
+        # grids apart; the smallest program comes first there: less to build,
+        # check, simulate and replay.
+        # Tilings that fill LX to the brim by this count often do not fit once
+        # built (ring staging and alignment): they keep their place by estimate.
+        limit = out[0][1].total_ns * (1 + TIE_SLACK)
+        near = [gc for gc in out if gc[1].total_ns <= limit and gc[1].lx_bytes <= LX_ROOMY * m.lx_usable_bytes]
+        near.sort(key=lambda gc: (gc[1].instrs, round(gc[1].total_ns)))
+        out = near + [gc for gc in out if not (gc[1].total_ns <= limit and gc[1].lx_bytes <= LX_ROOMY * m.lx_usable_bytes)]
     return tuple(out)
 
 
@@ -455,6 +479,10 @@ def _stick_exclusive(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine,
 #: (only those within REFINE_SLACK of the best estimate).
 REFINE = 3
 REFINE_SLACK = 1.25
+#: Estimates within this fraction of the best rank by program size first (see _rank).
+TIE_SLACK = 0.02
+#: Near-ties reordered by program size only when their LX estimate leaves this much room.
+LX_ROOMY = 0.85
 
 
 def _empty_sum(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str) -> Program:
