@@ -214,7 +214,7 @@ def grids(s: MatmulShape, m: Machine) -> list[Grid]:
 
 def choose(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None,
            naive: bool = False) -> tuple[Grid, Cost]:
-    """The cheapest grid by the closed form (ties: fewer, larger tiles)."""
+    """The first-ranked grid (see :func:`rank`)."""
     return candidates(s, m, share, max_cores, naive)[0]
 
 
@@ -238,7 +238,8 @@ def candidates(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | 
 
 
 def rank(s: MatmulShape, m: Machine, share: bool = True, max_cores: int | None = None) -> list[tuple[Grid, Cost]]:
-    """Every grid that fits, cheapest first by the closed form."""
+    """Every grid that fits, by the closed form: those within ``TIE_SLACK`` of the
+    cheapest (and not filling LX) first, the smallest program first; then cheapest first."""
     return list(_rank(s, m, share, max_cores))
 
 
@@ -257,13 +258,13 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
     if out:
         # Within TIE_SLACK of the best estimate the closed form cannot tell
         # grids apart; the smallest program comes first there: less to build,
-        # check, simulate and replay.
-        # Tilings that fill LX to the brim by this count often do not fit once
-        # built (ring staging and alignment): they keep their place by estimate.
+        # check, simulate and replay. Tilings that fill LX to the brim by this
+        # count often do not fit once built (ring staging and alignment): they
+        # keep their place by estimate.
         limit = out[0][1].total_ns * (1 + TIE_SLACK)
-        near = [gc for gc in out if gc[1].total_ns <= limit and gc[1].lx_bytes <= LX_ROOMY * m.lx_usable_bytes]
-        near.sort(key=lambda gc: (gc[1].instrs, round(gc[1].total_ns)))
-        out = near + [gc for gc in out if not (gc[1].total_ns <= limit and gc[1].lx_bytes <= LX_ROOMY * m.lx_usable_bytes)]
+        near = [c.total_ns <= limit and c.lx_bytes <= LX_ROOMY * m.lx_usable_bytes for _, c in out]
+        first = sorted((gc for gc, n in zip(out, near) if n), key=lambda gc: (gc[1].instrs, round(gc[1].total_ns)))
+        out = first + [gc for gc, n in zip(out, near) if not n]
     return tuple(out)
 
 
