@@ -188,8 +188,9 @@ class SpyreBackend(Backend):
 
     def on_graph(self, graph: kir.GraphIR) -> None:
         """Record the graph and plan LX residency across its kernels."""
-        with current().report.host_time("graph"):
-            self._on_graph(graph, current())
+        session = current()
+        with session.report.host_time("graph"):
+            self._on_graph(graph, session)
 
     def _on_graph(self, graph: kir.GraphIR, session: Session) -> None:
         session.report.add_graph(graph)

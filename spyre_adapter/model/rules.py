@@ -312,8 +312,8 @@ class _Races:
         over the buffer instead of one per concurrent pair of segments)."""
         st = self.m.stick_bytes
         stores = [a for a in accesses if a[2] != "r"]
-        sticks = [(a[0], *(x // st for x in self.exact(a[3]))) for a in stores]
-        if len({a[0] for a in stores}) > 1 and overlaps(sticks) is not None:
+        if len({a[0] for a in stores}) > 1 and overlaps(
+                [(a[0], *(x // st for x in self.exact(a[3]))) for a in stores]) is not None:
             return False
         loads = [a for a in accesses if a[2] == "r"]
         # (a core reading its own stores also lands here: the full check decides)
