@@ -18,6 +18,7 @@ never exceed its DMA rate.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -80,13 +81,17 @@ class _Hazards:
     """Program-order hazards of one core: per address space (LX bytes, or one
     DRAM buffer's elements) and distinct range, its last writer and the readers
     since. A write that covers a range retires it (later accesses depend on the
-    write, which depended on everything the range had)."""
+    write, which depended on everything the range had).
+
+    Readers are kept per engine queue, the latest only: a queue runs its steps
+    in program order, so waiting for its latest reader of a range is waiting for
+    all of them (the same timing, without an edge per earlier reader)."""
 
     def __init__(self, dram_written: set[str]) -> None:
         self.tables: dict[str, dict[tuple[int, int], list]] = defaultdict(dict)
         self.dram_written = dram_written  # buffers the core writes: only these can conflict in DRAM
 
-    def _access(self, space: str, lo: int, hi: int, write: bool, i: int, deps: set[int]) -> None:
+    def _access(self, space: str, lo: int, hi: int, write: bool, i: int, eng: str, deps: set[int]) -> None:
         table = self.tables[space]
         covered = []
         for (a, b), (w, rs) in table.items():
@@ -94,23 +99,25 @@ class _Hazards:
                 if w is not None:
                     deps.add(w)
                 if write:
-                    deps.update(rs)
+                    deps.update(rs.values())
                     if lo <= a and b <= hi:
                         covered.append((a, b))
         if write:
             for k in covered:
                 del table[k]
-            table[(lo, hi)] = [i, []]
+            table[(lo, hi)] = [i, {}]
         else:
-            table.setdefault((lo, hi), [None, []])[1].append(i)
+            table.setdefault((lo, hi), [None, {}])[1][eng] = i
 
-    def access(self, i: int, lx_reads: list[Lx], lx_writes: list[Lx], dram_reads: list, dram_writes: list) -> set[int]:
+    def access(self, i: int, eng: str, lx_reads: list[Lx], lx_writes: list[Lx], dram_reads: list,
+               dram_writes: list) -> set[int]:
+        """The earlier steps step ``i`` (on engine queue ``eng``) conflicts with."""
         deps: set[int] = set()
         for views, write in ((lx_reads, False), (lx_writes, True)):
             for v in views:
                 lo, hi = v.byte_range()
                 if hi > lo:
-                    self._access("", lo, hi, write, i, deps)
+                    self._access("", lo, hi, write, i, eng, deps)
         for regions, write in ((dram_reads, False), (dram_writes, True)):
             for r in regions:
                 name = r if isinstance(r, str) else r.buffer
@@ -121,16 +128,33 @@ class _Hazards:
                     hi += 1
                 else:
                     lo, hi = -(1 << 62), 1 << 62
-                self._access("dram:" + name, lo, hi, write, i, deps)
+                self._access("dram:" + name, lo, hi, write, i, eng, deps)
         deps.discard(i)
         return deps
+
+
+def _latest_per_queue(deps: set[int], engines: list[tuple[int, str]]) -> list[int]:
+    """``deps`` reduced to the latest step of each engine queue (the queue runs in
+    program order: the latest one retires after the others)."""
+    if len(deps) <= 1:
+        return list(deps)
+    latest: dict[str, int] = {}
+    for d in deps:
+        e = engines[d][1]
+        if latest.get(e, -1) < d:
+            latest[e] = d
+    return list(latest.values())
 
 
 class _Simulation:
     """One run of :func:`simulate`: the program's order (per core, each step's
     dependences and engine queue; ring partners; barrier members), then events
     until every step retired: issue what can start, share DRAM bandwidth among
-    the transfers in flight, advance to the next completion, retire it."""
+    the transfers in flight, advance to the next completion, retire it.
+
+    Steps of fixed duration wait in a heap by end time and only DRAM transfers
+    (whose rates change with the mix in flight) are revisited at every event:
+    a program of a million steps on 32 cores has hundreds of engines busy."""
 
     def __init__(self, p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int],
                  keep_events: bool) -> None:
@@ -138,18 +162,21 @@ class _Simulation:
         self.buffers = _buffer_dtypes(p)
         self.instrs = {c.core: c.instrs for c in p.cores}
         self.n_total = sum(len(v) for v in self.instrs.values())
-        self.deps_left: dict[tuple[int, int], int] = {}
-        self.dependents: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        # per core, by step index: dependences not yet retired, same-core dependents, engine queue key
+        self.deps_left: dict[int, list[int]] = {}
+        self.dependents: dict[int, list[list[int]]] = {}
+        self.head_engine: dict[int, list[tuple[int, str]]] = {}
         self.queues: dict[tuple[int, str], list[int]] = defaultdict(list)
         self.barrier_members: dict[int, set[int]] = defaultdict(set)
         self.sends: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (sender core, index)
         self.recvs: dict[tuple[int, int], tuple[int, int]] = {}  # (tag, receiver) -> (receiver core, index)
         self._order()
         self.pos = {k: 0 for k in self.queues}
-        self.head_engine = {(c, i): (c, isa.engine(self.instrs[c][i])) for c, s in self.instrs.items()
-                            for i in range(len(s))}
         self.dtypes: dict[int, list[str]] = {}
         self.active: dict[tuple[int, str], dict] = {}
+        self.dma_active: dict[tuple[int, str], dict] = {}  # the DRAM transfers among them
+        self.ends: list[tuple[float, int, tuple[int, str], dict]] = []  # heap of fixed-duration steps in flight
+        self.seq = 0
         self.last_end: dict[tuple[int, str], float] = {}
         self.events: list[Event] = []
         self.busy: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -163,33 +190,46 @@ class _Simulation:
     def _order(self) -> None:
         """Each core's steps: what each waits for (hazards on LX and DRAM, barriers),
         its engine queue, and who pairs with whom on the ring and at barriers."""
+        bodies = self.p.bodies
         for c, stream in self.instrs.items():
             hz = _Hazards({r.buffer if isinstance(r, Region) else r
                            for ins in stream for r in isa.dram_accesses(ins)[1]})
             last_barrier = None
-            since_barrier: list[int] = []
+            since_barrier: dict[str, int] = {}  # engine queue -> its latest step since the last barrier
+            n = len(stream)
+            deps_left = [0] * n
+            dependents: list[list[int]] = [[] for _ in range(n)]
+            engines: list[tuple[int, str]] = [(c, "")] * n
+            queues: dict[str, list[int]] = {}
             for i, ins in enumerate(stream):
                 rec = isa.step(ins)
-                lr, lw = rec.lx_accesses(ins, self.p.bodies)
+                eng = rec.engine(ins)
+                engines[i] = (c, eng)
+                lr, lw = rec.lx_accesses(ins, bodies)
                 dr, dw = rec.dram_accesses(ins)
-                deps = hz.access(i, lr, lw, dr, dw)
-                if rec.sync == "barrier":
-                    deps = set(since_barrier) | ({last_barrier} if last_barrier is not None else set())
-                    last_barrier, since_barrier = i, []
+                deps = hz.access(i, eng, lr, lw, dr, dw)
+                sync = rec.sync
+                if sync == "barrier":
+                    deps = set(since_barrier.values()) | ({last_barrier} if last_barrier is not None else set())
+                    last_barrier, since_barrier = i, {}
                     self.barrier_members[ins.tag].add(c)
                 else:
                     if last_barrier is not None:
                         deps.add(last_barrier)
-                    since_barrier.append(i)
-                self.deps_left[(c, i)] = len(deps)
-                for d in deps:
-                    self.dependents[(c, d)].append((c, i))
-                self.queues[(c, rec.engine(ins))].append(i)
-                if rec.sync == "send":
+                    since_barrier[eng] = i
+                reduced = _latest_per_queue(deps, engines)
+                deps_left[i] = len(reduced)
+                for d in reduced:
+                    dependents[d].append(i)
+                queues.setdefault(eng, []).append(i)
+                if sync == "send":
                     for peer in ins.peers:  # type: ignore[union-attr]
                         self.sends[(ins.tag, peer)] = (c, i)  # type: ignore[union-attr]
-                elif rec.sync == "recv":
+                elif sync == "recv":
                     self.recvs[(ins.tag, c)] = (c, i)  # type: ignore[union-attr]
+            self.deps_left[c], self.dependents[c], self.head_engine[c] = deps_left, dependents, engines
+            for eng, q in queues.items():
+                self.queues[(c, eng)] = q
 
     def head(self, key: tuple[int, str]) -> int | None:
         """The step at the head of an engine queue (None: the queue is done)."""
@@ -197,8 +237,12 @@ class _Simulation:
         return q[self.pos[key]] if self.pos[key] < len(q) else None
 
     def can_start(self, c: int, i: int) -> bool:
-        return self.deps_left[(c, i)] == 0 and self.head(self.head_engine[(c, i)]) == i and \
-            self.head_engine[(c, i)] not in self.active
+        eng = self.head_engine[c][i]
+        return self.deps_left[c][i] == 0 and self.head(eng) == i and eng not in self.active
+
+    def _ends_at(self, key: tuple[int, str], act: dict) -> None:
+        self.seq += 1
+        heapq.heappush(self.ends, (act["end"], self.seq, key, act))
 
     def start(self, key: tuple[int, str], i: int, extra: dict | None = None) -> None:
         c = key[0]
@@ -209,10 +253,13 @@ class _Simulation:
             act.update(remaining=float(nbytes), bytes=nbytes, write=key[1] == "dma_out",
                        setup=self.now + (0.0 if self.last_end.get(key, -1.0) >= self.now - 1e-9
                                          else self.m.dma_setup_ns))
-        elif key[1] in ("ring_tx", "ring_rx"):
-            act.update(end=self.now + (extra or {}).get("ns", 0.0), bytes=(extra or {}).get("bytes", 0))
+            self.dma_active[key] = act
         else:
-            act.update(end=self.now + isa.duration(ins, self.p, self.m, self.dtypes), bytes=0)
+            if key[1] in ("ring_tx", "ring_rx"):
+                act.update(end=self.now + (extra or {}).get("ns", 0.0), bytes=(extra or {}).get("bytes", 0))
+            else:
+                act.update(end=self.now + isa.duration(ins, self.p, self.m, self.dtypes), bytes=0)
+            self._ends_at(key, act)
         self.active[key] = act
 
     def issue(self) -> None:
@@ -230,7 +277,7 @@ class _Simulation:
                     continue
                 c = key[0]
                 ins = self.instrs[c][i]
-                if self.deps_left[(c, i)]:
+                if self.deps_left[c][i]:
                     continue
                 sync = isa.step(ins).sync
                 if sync == "send":
@@ -248,7 +295,9 @@ class _Simulation:
                     self.arrived[ins.tag].add(c)
                     if self.arrived[ins.tag] >= self.barrier_members[ins.tag]:
                         for bc in self.barrier_members[ins.tag]:
-                            self.active[(bc, "sync")]["end"] = self.now + self.m.sync_ns
+                            act = self.active[(bc, "sync")]
+                            act["end"] = self.now + self.m.sync_ns
+                            self._ends_at((bc, "sync"), act)
                     progressed = True
                 else:
                     self.start(key, i)
@@ -273,7 +322,7 @@ class _Simulation:
     def rates(self) -> dict[tuple[int, str], float]:
         """Each DRAM transfer's rate now: a fair share of the mix's sustained
         bandwidth, one core's transfers together at most its DMA rate."""
-        dram = [(k, a) for k, a in self.active.items() if k[1].startswith("dma") and a["setup"] <= self.now]
+        dram = [(k, a) for k, a in self.dma_active.items() if a["setup"] <= self.now]
         if not dram:
             return {}
         n_rd = sum(1 for _, a in dram if not a["write"])
@@ -285,18 +334,15 @@ class _Simulation:
 
     def next_event(self, rates: Mapping[tuple[int, str], float]) -> float:
         """When the next step in flight ends (or a DMA's setup does)."""
-        nxt = float("inf")
-        for key, a in self.active.items():
-            if key[1].startswith("dma"):
-                if a["setup"] > self.now:
-                    nxt = min(nxt, a["setup"])
-                else:
-                    end = self.now + a["remaining"] / rates[key] if rates[key] > 0 else self.now
-                    if end <= self.now:  # less than a float step of `now` left: done
-                        a["remaining"] = 0.0
-                    nxt = min(nxt, end)
+        nxt = self.ends[0][0] if self.ends else float("inf")
+        for key, a in self.dma_active.items():
+            if a["setup"] > self.now:
+                nxt = min(nxt, a["setup"])
             else:
-                nxt = min(nxt, a["end"])
+                end = self.now + a["remaining"] / rates[key] if rates[key] > 0 else self.now
+                if end <= self.now:  # less than a float step of `now` left: done
+                    a["remaining"] = 0.0
+                nxt = min(nxt, end)
         if nxt == float("inf"):
             stuck = [f"core {k[0]} {k[1]} at #{self.head(k)}" for k in self.queues if self.head(k) is not None][:6]
             core = next((k[0] for k in self.queues if self.head(k) is not None), -1)
@@ -308,22 +354,23 @@ class _Simulation:
     def advance(self, rates: Mapping[tuple[int, str], float], nxt: float) -> None:
         """Move the transfers in flight on to ``nxt``."""
         dt = max(nxt - self.now, 0.0)
-        for key, a in self.active.items():
-            if key[1].startswith("dma") and a["setup"] <= self.now:
+        for key, a in self.dma_active.items():
+            if a["setup"] <= self.now:
                 a["remaining"] -= rates[key] * dt
         self.now = nxt
 
     def retire(self) -> None:
         """Finish every step that ended by now, and release what waited for it."""
-        for key in list(self.active):
-            a = self.active[key]
+        done = [key for key, a in self.dma_active.items()
+                if a["setup"] <= self.now and a["remaining"] <= _DONE_BYTES]
+        for key in done:
+            del self.dma_active[key]
+        ends = self.ends
+        while ends and ends[0][0] <= self.now + 1e-9:
+            done.append(heapq.heappop(ends)[2])
+        for key in done:
+            a = self.active.pop(key)
             c, eng = key
-            if eng.startswith("dma"):
-                done = a["setup"] <= self.now and a["remaining"] <= _DONE_BYTES
-            else:
-                done = a["end"] <= self.now + 1e-9
-            if not done:
-                continue
             i = a["idx"]
             ins = self.instrs[c][i]
             if self.keep_events:
@@ -336,15 +383,15 @@ class _Simulation:
                     self.wr_bytes += a["bytes"]
                 else:
                     self.rd_bytes += a["bytes"]
-            del self.active[key]
             self.last_end[key] = self.now
             self.pos[key] += 1
             self.n_done += 1
             self.dirty.add(key)
-            for d in self.dependents.get((c, i), ()):
-                self.deps_left[d] -= 1
-                if self.deps_left[d] == 0:
-                    self.dirty.add(self.head_engine[d])
+            deps_left, engines = self.deps_left[c], self.head_engine[c]
+            for d in self.dependents[c][i]:
+                deps_left[d] -= 1
+                if deps_left[d] == 0:
+                    self.dirty.add(engines[d])
 
     def run(self) -> Timeline:
         while self.n_done < self.n_total:
