@@ -330,6 +330,51 @@ def _histc(input: torch.Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> 
     return _aten.histc.default(input.to(torch.float64), bins, min, max).to(input.dtype)
 
 
+def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None, out_dtype: Any = None) -> torch.Tensor:
+    """``_grouped_mm`` on the host where the CPU has no kernel for it (torch 2.8
+    has CUDA's only; transformers' MoE experts call it on any accelerator).
+    Groups end at ``offs`` along the dimension the ranks say (2-D x 3-D: rows of
+    ``mat_a``; 3-D x 2-D: columns of ``mat_b``; 2-D x 2-D: the shared K; 3-D x
+    3-D: a batch), products summed in fp32 and rounded once to the result's
+    dtype, as the device kernel does; rows past the last offset are zero."""
+    if bias is not None:
+        raise RuntimeError("Bias not supported yet")
+    dtype = out_dtype or mat_a.dtype
+    a, b = mat_a.float(), mat_b.float()
+    if a.dim() == 3 and b.dim() == 3:
+        return torch.bmm(a, b).to(dtype)
+    if offs is None:
+        raise RuntimeError("_grouped_mm: offs is required unless both operands are 3-D")
+    ends = [int(e) for e in offs.tolist()]
+    starts = [0] + ends[:-1]
+    if a.dim() == 2 and b.dim() == 3:
+        out = a.new_zeros(a.shape[0], b.shape[-1])
+        for g, (lo, hi) in enumerate(zip(starts, ends)):
+            out[lo:hi] = a[lo:hi] @ b[g]
+    elif a.dim() == 3 and b.dim() == 2:
+        out = a.new_zeros(a.shape[1], b.shape[-1])
+        for g, (lo, hi) in enumerate(zip(starts, ends)):
+            out[:, lo:hi] = a[g] @ b[:, lo:hi]
+    else:
+        out = a.new_zeros(len(ends), a.shape[0], b.shape[-1])
+        for g, (lo, hi) in enumerate(zip(starts, ends)):
+            out[g] = a[:, lo:hi] @ b[lo:hi]
+    return out.to(dtype)
+
+
+@functools.cache
+def _cpu_lacks(op: Any, *example: torch.Tensor) -> bool:
+    """Whether the CPU has no kernel for ``op`` (tried once on small example inputs)."""
+    try:
+        op(*example)
+    except NotImplementedError:
+        return True
+    except RuntimeError:
+        return False  # it exists and rejected the example
+    return False
+
+
 #: Ops custom devices receive instead of the CPU ones (the "overrideable"
 #: entry points, ops whose CPU kernel lacks dtypes accelerators support), run
 #: on the host as the op the CPU implements.
@@ -338,6 +383,8 @@ _HOST_OP: dict[Any, Any] = {
     _aten.convolution_backward_overrideable.default: _conv_backward,
     _aten.histc.default: _histc,
 }
+if hasattr(_aten, "_grouped_mm") and _cpu_lacks(_aten._grouped_mm.default, torch.zeros(2, 2, 8), torch.zeros(2, 8, 8)):
+    _HOST_OP[_aten._grouped_mm.default] = _grouped_mm
 
 
 #: Ops whose CPU kernels lay out their result unlike their meta kernels (which

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import torch
 
 
@@ -89,3 +90,29 @@ def test_import_torch_alone_registers_the_device() -> None:
     code = "import torch; x = torch.ones(2, device='spyre'); print(x.device, torch.spyre.device_count())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "spyre:0 8"
+
+
+@pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="torch._grouped_mm arrived in torch 2.8")
+@pytest.mark.parametrize("shapes, offs", [
+    (((12, 8), (3, 8, 8)), (1, 6, 10)),     # 2-D x 3-D: row groups (MoE experts); rows past the end are zero
+    (((3, 8, 8), (8, 16)), (4, 8, 16)),     # 3-D x 2-D: column groups
+    (((8, 16), (16, 8)), (4, 8, 16)),       # 2-D x 2-D: groups along K
+    (((3, 8, 8), (3, 8, 8)), None),         # 3-D x 3-D: a batch
+])
+def test_grouped_mm_eagerly_on_the_device(shapes, offs) -> None:
+    """transformers' MoE experts call torch._grouped_mm on any accelerator; the
+    CPU of torch 2.8 has no kernel for it, so the host runs the shim's own."""
+    from shims._torch.eager import _grouped_mm
+
+    gen = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(*s, generator=gen).bfloat16() for s in shapes)
+    o = torch.tensor(offs, dtype=torch.int32) if offs is not None else None
+    got = torch._grouped_mm(a.to("spyre"), b.to("spyre"), offs=None if o is None else o.to("spyre")).cpu()
+    want = _grouped_mm(a, b, o)  # the reference: per group, fp32 products rounded once
+    assert got.dtype == torch.bfloat16 and got.shape == want.shape
+    rows = slice(0, offs[-1]) if offs is not None and len(shapes[0]) == 2 and len(shapes[1]) == 3 else slice(None)
+    assert torch.equal(got[rows], want[rows])
+    per_group = [a[lo:hi].float() @ b[g].float() for g, (lo, hi) in enumerate(zip((0, 1, 6), (1, 6, 10)))] \
+        if offs == (1, 6, 10) else None
+    if per_group is not None:
+        assert torch.equal(want[:10], torch.cat(per_group).bfloat16()) and not want[10:].any()
