@@ -18,7 +18,9 @@ never exceed its DMA rate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -88,26 +90,27 @@ class _Hazards:
     all of them (the same timing, without an edge per earlier reader)."""
 
     def __init__(self, dram_written: set[str]) -> None:
-        self.tables: dict[str, dict[tuple[int, int], list]] = defaultdict(dict)
+        self.tables: dict[str, dict[Footprint, list]] = defaultdict(dict)
         self.dram_written = dram_written  # buffers the core writes: only these can conflict in DRAM
 
-    def _access(self, space: str, lo: int, hi: int, write: bool, i: int, eng: str, deps: set[int]) -> None:
+    def _access(self, space: str, fp: Footprint, write: bool, i: int, eng: str, deps: set[int]) -> None:
         table = self.tables[space]
         covered = []
-        for (a, b), (w, rs) in table.items():
-            if a < hi and lo < b:
+        lo, hi = fp[0], fp[1]
+        for key, (w, rs) in table.items():
+            if key[0] < hi and lo < key[1] and (key == fp or _overlap(key, fp)):
                 if w is not None:
                     deps.add(w)
                 if write:
                     deps.update(rs.values())
-                    if lo <= a and b <= hi:
-                        covered.append((a, b))
+                    if key == fp or (fp[2] == 0 and lo <= key[0] and key[1] <= hi):
+                        covered.append(key)
         if write:
             for k in covered:
                 del table[k]
-            table[(lo, hi)] = [i, {}]
+            table[fp] = [i, {}]
         else:
-            table.setdefault((lo, hi), [None, {}])[1][eng] = i
+            table.setdefault(fp, [None, {}])[1][eng] = i
 
     def access(self, i: int, eng: str, lx_reads: list[Lx], lx_writes: list[Lx], dram_reads: list,
                dram_writes: list) -> set[int]:
@@ -115,9 +118,9 @@ class _Hazards:
         deps: set[int] = set()
         for views, write in ((lx_reads, False), (lx_writes, True)):
             for v in views:
-                lo, hi = v.byte_range()
-                if hi > lo:
-                    self._access("", lo, hi, write, i, eng, deps)
+                fp = lx_footprint(v)
+                if fp[1] > fp[0]:
+                    self._access("", fp, write, i, eng, deps)
         for regions, write in ((dram_reads, False), (dram_writes, True)):
             for r in regions:
                 name = r if isinstance(r, str) else r.buffer
@@ -128,9 +131,61 @@ class _Hazards:
                     hi += 1
                 else:
                     lo, hi = -(1 << 62), 1 << 62
-                self._access("dram:" + name, lo, hi, write, i, eng, deps)
+                self._access("dram:" + name, (lo, hi, 0, hi - lo), write, i, eng, deps)
         deps.discard(i)
         return deps
+
+
+#: The bytes an access touches: ``(lo, hi, stride, width)`` - rows of ``width``
+#: bytes every ``stride`` bytes from ``lo`` up to ``hi``, or (stride 0) all of [lo, hi).
+Footprint = tuple[int, int, int, int]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def lx_footprint(v: Lx) -> Footprint:
+    """The LX bytes view ``v`` touches: its byte range, and where the view is rows
+    of one contiguous run with gaps between them (a k-slice of a stationary
+    panel, a column block of a tile) those rows, so that views interleaved in
+    one slot are not taken for overlapping. Anything else is its byte range."""
+    lo, hi = v.byte_range()
+    dims = sorted(((st, n) for st, n in zip(v.strides, v.sizes) if n > 1), reverse=True)
+    if not dims or any(st == 0 for st, _ in dims):
+        return lo, hi, 0, hi - lo
+    run = 1  # elements of the innermost dense run
+    for st, n in reversed(dims):
+        if st != run:
+            break
+        run *= n
+    outer = [(st, n) for st, n in dims if st >= run]
+    inner = math.prod(n for st, n in dims if st < run)
+    if inner != run or len(outer) != 1 or outer[0][0] == run:
+        return lo, hi, 0, hi - lo
+    return lo, hi, outer[0][0] * v.itemsize, run * v.itemsize
+
+
+def _overlap(f: Footprint, g: Footprint) -> bool:
+    """Whether two footprints whose byte ranges overlap share a byte (exact for
+    rows against an interval and for rows of one stride; otherwise assumed)."""
+    if f[2] == 0 and g[2] == 0:
+        return True
+    if f[2] == 0:
+        f, g = g, f
+    a, b, stride, width = f
+    rows = (b - a - width) // stride + 1
+    if g[2] == 0:  # rows of f against the interval [x, y) of g
+        x, y = g[0], g[1]
+        r_min = max(0, (x - width - a) // stride + 1)
+        r_max = min(rows - 1, -((a - y) // stride) - 1)
+        return r_min <= r_max
+    if g[2] != stride:
+        return True
+    a2, width2 = g[0], g[3]
+    rows2 = (g[1] - a2 - width2) // stride + 1
+    d = a2 - a
+    # rows r of f and r2 of g meet when -width2 < d + (r2 - r) * stride < width
+    t_min = max(-(rows - 1), (-width2 - d) // stride + 1)
+    t_max = min(rows2 - 1, -((d - width) // stride) - 1)
+    return t_min <= t_max
 
 
 def _latest_per_queue(deps: set[int], engines: list[tuple[int, str]]) -> list[int]:
