@@ -80,6 +80,8 @@ class _Recorder:
         self._rename = rename
         self._masks: list[Ref] = []
         self._n_indirect = 0
+        #: The scan axis's variable: what torch <= 2.7's cummax/cummin index values name "rindex".
+        self.scan_var: sympy.Symbol | None = None
 
     # -- helpers
     def _emit(self, op: str, args: tuple[Any, ...], dtype: str | None) -> Ref:
@@ -100,6 +102,10 @@ class _Recorder:
             return self._emit("constant", (x, "float32"), "float32")
         if isinstance(x, sympy.Expr):
             return self._emit("index_expr", (convert_index(x, self.node), "int64"), "int64")
+        if x == "rindex" and self.scan_var is not None:
+            # torch <= 2.7 lowers cummax/cummin with the index along the scan as the
+            # literal name Triton gives that variable; later releases as ops.index_expr
+            return self._emit("index_expr", (self.scan_var, "int64"), "int64")
         raise UnsupportedKernelError(f"operand of type {type(x).__name__}", self.node, repr(x))
 
     def dtype(self, r: Any) -> str | None:
@@ -240,6 +246,7 @@ def capture_loop_kernel(
     ivars = [sidx.index_symbol(f"i{k}") for k in range(len(sizes))]
     rvars = [sidx.index_symbol(f"r{k}") for k in range(len(rsizes))]
     rec = _Recorder(name, dtype_of, rename)
+    rec.scan_var = rvars[0] if len(rvars) == 1 else None
     ind.replay_body(snode, rec, ivars, rvars)
     origins = tuple(sorted({str(o.target) for o in getattr(snode.node, "origins", ()) if o.op == "call_function"}))
     return LoopKernel(
