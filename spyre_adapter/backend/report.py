@@ -36,9 +36,10 @@ class LaunchRecord:
 
 
 #: Where the backend's own host time goes: planning kernels as Inductor emits
-#: them, the graph pass (LX residency) when a compiled graph loads, and each
-#: program's first launch (reference run, checked execution, traffic and timing).
-HOST_PHASES = ("compile", "graph", "first_launch")
+#: them, the graph pass (LX residency) when a compiled graph loads, finding or
+#: planning a program for run-time sizes a kernel meets for the first time, and
+#: each program's first launch (reference run, checked execution, traffic and timing).
+HOST_PHASES = ("compile", "graph", "plan_at_launch", "first_launch")
 
 #: Individual launches remembered (totals and per-kernel figures cover all).
 RECENT_LAUNCHES = 10_000

@@ -222,8 +222,12 @@ class Executable:
         if self._key(target.machine, sizes) in self._on_host:
             run_kernel(self.kernel, buffers, sizes)
             return
+        # Run-time sizes this kernel has not run at: its program is found or planned now
+        # (a dynamic-shape decode meets new sizes every token), host time of its own.
+        fresh = self._key(target.machine, sizes) not in self._programs
         try:
-            planned = self.plan(target.machine, sizes)
+            with target.report.host_time("plan_at_launch") if fresh else contextlib.nullcontext():
+                planned = self.plan(target.machine, sizes)
         except DoesNotFit as exc:
             if not self.kind.host_fallback:
                 raise

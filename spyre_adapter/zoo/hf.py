@@ -238,6 +238,11 @@ class Step:
     kernels: int = 0
     compiles: int = 0
     host_ops: int = 0
+    #: programs planned during the step (program-cache misses) and the backend's host
+    #: seconds for run-time sizes it met: planning them, then their checked first launches
+    plans: int = 0
+    plan_s: float = 0.0
+    first_launch_s: float = 0.0
 
 
 class StepRecorder:
@@ -263,16 +268,21 @@ class StepRecorder:
             out = self.forward(*args, **kwargs)
             self.steps.append(Step(tokens, time.perf_counter() - t0))
             return out
-        before = (current().report.clock_ns, current().report.launch_count, _dram_total(), eager_op_counts())
-        names_before = {r["name"]: r["launches"] for r in current().report.per_kernel()}
+        session = current()
+        before = (session.report.clock_ns, session.report.launch_count, _dram_total(), eager_op_counts())
+        host_before, misses_before = dict(session.report.host_s), session.programs.misses
+        names_before = {r["name"]: r["launches"] for r in session.report.per_kernel()}
         with count_compiles() as c:
             t0 = time.perf_counter()
             out = self.forward(*args, **kwargs)
             wall = time.perf_counter() - t0
-        launched = sum(1 for r in current().report.per_kernel() if r["launches"] > names_before.get(r["name"], 0))
+        launched = sum(1 for r in session.report.per_kernel() if r["launches"] > names_before.get(r["name"], 0))
         host = sum((eager_op_counts() - before[3]).values())
-        self.steps.append(Step(tokens, wall, current().report.clock_ns - before[0], current().report.launch_count - before[1],
-                               _dram_total() - before[2], launched, c.compiles, host))
+        spent = {k: v - host_before.get(k, 0.0) for k, v in session.report.host_s.items()}
+        self.steps.append(Step(tokens, wall, session.report.clock_ns - before[0], session.report.launch_count - before[1],
+                               _dram_total() - before[2], launched, c.compiles, host,
+                               session.programs.misses - misses_before, spent["plan_at_launch"],
+                               spent["first_launch"]))
         return out
 
 
@@ -335,6 +345,10 @@ def _phase(steps: list[Step], weights_per_token: int, machine: Any, device: bool
         "modeled_over_roofline": modeled / roof_ns if roof_ns else 0.0,
         "steady_wall_s_per_token": sum(s.wall_s for s in steady) / max(st_tokens, 1),
         "host_ops_in_compiled_steps": sum(s.host_ops for s in steady if s.compiles == 0),
+        # what new run-time sizes cost each steady step (a dynamic KV length is new every token)
+        "plans_per_step": sum(s.plans for s in steady) / len(steady),
+        "plan_ms_per_token": sum(s.plan_s for s in steady) * 1e3 / max(st_tokens, 1),
+        "first_launch_ms_per_token": sum(s.first_launch_s for s in steady) * 1e3 / max(st_tokens, 1),
     })
     return out
 

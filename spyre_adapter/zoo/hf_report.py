@@ -51,6 +51,12 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
                       f"{p['roofline_us_per_token']:.2f}", f"{p['modeled_over_roofline']:.1f}",
                       f"{p['steady_wall_s_per_token']:.3f}", f"{e['wall_s_per_token'] * 1e3:.2f}")
     console.print(table)
+    d = result["decode"]
+    if d.get("steps") and "plans_per_step" in d:
+        # of the emulator's wall time per decode token, what new run-time sizes cost
+        console.print(f"decode, per steady step: {d['plans_per_step']:.1f} program(s) planned; per token "
+                      f"{d['plan_ms_per_token']:.1f} ms planning and {d['first_launch_ms_per_token']:.1f} ms "
+                      "checked first launches for run-time sizes met the first time")
     lx = result["device"]["lx_residency"]
     console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept ({lx['bytes_kept'] / 1024:.0f} KiB)"
                   + ("; kernels with symbolic sizes are not planned for residency yet"

@@ -31,6 +31,12 @@ def _check_decode(r: dict) -> None:
     d = r["decode"]
     assert d["modeled_us_per_token"] > 0 and d["dram_bytes_per_token"] > 0
     assert d["modeled_over_roofline"] >= 1.0  # nothing beats streaming the weights once
+    steady = [s for s in steps[1:] if s["compiles"] == 0]
+    # a step that planned a program spent host time on run-time sizes; static shapes plan nothing at a launch
+    assert all(s["plan_s"] > 0 for s in steady if s["plans"])
+    if r["shapes"] == "static":
+        assert all(s["plans"] == 0 and s["plan_s"] == 0 for s in steady), steady
+        assert d["plans_per_step"] == 0 and d["plan_ms_per_token"] == 0
     assert r["passed"]
 
 
