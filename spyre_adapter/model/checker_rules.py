@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["RULES", "enabled", "disabled"]
+__all__ = ["RULES", "enabled", "disabled", "switched_off"]
 
 #: rule name -> what it checks
 RULES: dict[str, str] = {
@@ -31,6 +31,11 @@ _off: set[str] = set()
 def enabled(rule: str) -> bool:
     """Whether checker rule ``rule`` is on."""
     return rule not in _off
+
+
+def switched_off() -> frozenset[str]:
+    """The rules a scope has switched off (what a remembered check result depends on)."""
+    return frozenset(_off)
 
 
 @contextmanager
