@@ -18,6 +18,7 @@ data-dependent transfers both ask this order whether two accesses are concurrent
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -78,10 +79,24 @@ class Order:
         return f"core {core} step {step} (segment {self.segment_of(core, step)})"
 
 
+#: Orders of live programs by ``id`` (programs are immutable; an Order is read-only):
+#: the planner's check and the program's checked first launch both need it.
+_ORDERS: dict[int, Order] = {}
+
+
 def order_of(p: Program) -> Order:
     """The happens-before order of ``p``'s steps; an :class:`EmulatorError` when
     its synchronisation deadlocks (a barrier some core never reaches, a receive
-    whose send never comes)."""
+    whose send never comes). Computed once per program."""
+    got = _ORDERS.get(id(p))
+    if got is None:
+        got = _order_of(p)
+        weakref.finalize(p, _ORDERS.pop, id(p), None)
+        _ORDERS[id(p)] = got
+    return got
+
+
+def _order_of(p: Program) -> Order:
     streams = {c.core: c.instrs for c in p.cores if c.instrs}
     cores = list(streams)
     slot = {c: k for k, c in enumerate(cores)}
