@@ -11,6 +11,9 @@ import sys
 
 import pytest
 
+# The tensor-parallel runner shards transformers models (the hf extra; not in the torch 2.6 cell).
+pytest.importorskip("transformers", reason="the tensor-parallel runner builds transformers models")
+
 ENV = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "SPYRE_MACHINE")}
 
 
