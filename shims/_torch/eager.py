@@ -363,7 +363,6 @@ def _grouped_mm(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor | N
     return out.to(dtype)
 
 
-@functools.cache
 def _cpu_lacks(op: Any, *example: torch.Tensor) -> bool:
     """Whether the CPU has no kernel for ``op`` (tried once on small example inputs)."""
     try:

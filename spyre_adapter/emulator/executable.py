@@ -219,12 +219,13 @@ class Executable:
     # ---------------------------------------------------------- launch
     def __call__(self, buffers: MutableMapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
         target = self._target()
-        if self._key(target.machine, sizes) in self._on_host:
+        key = self._key(target.machine, sizes)
+        if key in self._on_host:
             run_kernel(self.kernel, buffers, sizes)
             return
         # Run-time sizes this kernel has not run at: its program is found or planned now
         # (a dynamic-shape decode meets new sizes every token), host time of its own.
-        fresh = self._key(target.machine, sizes) not in self._programs
+        fresh = key not in self._programs
         try:
             with target.report.host_time("plan_at_launch") if fresh else contextlib.nullcontext():
                 planned = self.plan(target.machine, sizes)
@@ -236,7 +237,7 @@ class Executable:
             # falls back the same way through Inductor).
             shown = dict(sorted((str(k), v) for k, v in (sizes or {}).items()))
             warn_fallback(f"{self.name} at run-time sizes {shown}: {exc}")
-            self._on_host.add(self._key(target.machine, sizes))
+            self._on_host.add(key)
             run_kernel(self.kernel, buffers, sizes)
             return
         runs_on = buffers if planned.names is None else \

@@ -18,7 +18,6 @@ data-dependent transfers both ask this order whether two accesses are concurrent
 
 from __future__ import annotations
 
-import weakref
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
-from spyre_adapter.model.program import Program
+from spyre_adapter.model.program import Program, ProgramMemo
 
 __all__ = ["Order", "order_of"]
 
@@ -79,20 +78,19 @@ class Order:
         return f"core {core} step {step} (segment {self.segment_of(core, step)})"
 
 
-#: Orders of live programs by ``id`` (programs are immutable; an Order is read-only):
-#: the planner's check and the program's checked first launch both need it.
-_ORDERS: dict[int, Order] = {}
+#: Orders of live programs (an Order is read-only): the planner's check and the
+#: program's checked first launch both need it.
+_ORDERS = ProgramMemo()
 
 
 def order_of(p: Program) -> Order:
     """The happens-before order of ``p``'s steps; an :class:`EmulatorError` when
     its synchronisation deadlocks (a barrier some core never reaches, a receive
     whose send never comes). Computed once per program."""
-    got = _ORDERS.get(id(p))
+    got = _ORDERS.get(p)
     if got is None:
         got = _order_of(p)
-        weakref.finalize(p, _ORDERS.pop, id(p), None)
-        _ORDERS[id(p)] = got
+        _ORDERS.put(p, got)
     return got
 
 

@@ -30,6 +30,7 @@ import functools
 import json
 import math
 import typing
+import weakref
 from collections.abc import Sequence
 from typing import Any, Literal, Union
 
@@ -43,7 +44,7 @@ __all__ = [
     "PROGRAM_VERSION", "Box", "Region", "Lx", "Operand", "DmaLoad", "DmaStore", "DmaGather", "DmaScatter",
     "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Alloc", "CoreProgram",
     "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "Plan", "Program", "ProgramFormatError",
-    "to_json", "from_json", "itemsize",
+    "to_json", "from_json", "itemsize", "ProgramMemo",
 ]
 
 #: Bumped when the JSON form changes; readers reject other versions
@@ -474,3 +475,22 @@ def from_json(text: str) -> Program:
         raise
     except (jsonform.FormatError, TypeError, ValueError) as exc:
         raise ProgramFormatError(str(exc)) from None
+
+
+class ProgramMemo:
+    """Values derived from a program, kept while the program lives (programs are
+    immutable): keyed by identity, dropped when the program is collected, so
+    work the planner did on a program is not done again at its first launch."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, Any] = {}
+
+    def get(self, p: Program, default: Any = None) -> Any:
+        """The value remembered for ``p``, or ``default``."""
+        return self._values.get(id(p), default)
+
+    def put(self, p: Program, value: Any) -> None:
+        """Remember ``value`` for ``p`` until ``p`` is collected."""
+        if id(p) not in self._values:
+            weakref.finalize(p, self._values.pop, id(p), None)
+        self._values[id(p)] = value

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import weakref
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
@@ -26,7 +24,7 @@ from spyre_adapter.model.checker_rules import enabled, switched_off
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
-from spyre_adapter.model.program import Alloc, CoreProgram, Instruction, Lx, Program, Region, itemsize
+from spyre_adapter.model.program import Alloc, CoreProgram, Instruction, Lx, Program, ProgramMemo, Region, itemsize
 from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
@@ -153,22 +151,10 @@ class _Allocations:
                                     + (f" (they reach into {', '.join(where)})" if where else ""))
 
 
-#: Programs that passed the static check, by ``id`` while they live: (machine,
-#: buffer sizes, rules switched off) and the LX peaks. A program planned with a
-#: check and then launched checked is checked once (a full-size layer's big
-#: programs took seconds each, twice).
-_PASSED: dict[int, tuple[Any, dict[int, int]]] = {}
-
-
-def _passed_before(p: Program, key: Any) -> dict[int, int] | None:
-    got = _PASSED.get(id(p))
-    return dict(got[1]) if got is not None and got[0] == key else None
-
-
-def _remember_passed(p: Program, key: Any, peaks: dict[int, int]) -> None:
-    if id(p) not in _PASSED:
-        weakref.finalize(p, _PASSED.pop, id(p), None)
-    _PASSED[id(p)] = (key, dict(peaks))
+#: Programs that passed the static check: (machine, buffer sizes, rules switched
+#: off) and the LX peaks. A program planned with a check and then launched checked
+#: is checked once (a full-size layer's big programs took seconds each, twice).
+_PASSED = ProgramMemo()
 
 
 def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order | None = None) -> dict[int, int]:
@@ -178,11 +164,11 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order
     order, when the caller has it already. A program that passed for the same
     machine, buffer sizes and rules is not checked again (programs are immutable)."""
     key = (m, tuple(sorted(numels.items())), switched_off())
-    known = _passed_before(p, key)
-    if known is not None:
-        return known
+    known = _PASSED.get(p)
+    if known is not None and known[0] == key:
+        return dict(known[1])
     peaks = _static_check(p, m, numels, order)
-    _remember_passed(p, key, peaks)
+    _PASSED.put(p, (key, dict(peaks)))
     return peaks
 
 
