@@ -34,6 +34,8 @@ __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
 
 #: A transfer with less than this many bytes left has finished (float residue).
 _DONE_BYTES = 1e-3
+#: log2 of the LX block size the hazard tables file ranges by.
+_LX_BLOCK = 16
 
 
 @dataclasses.dataclass
@@ -87,30 +89,67 @@ class _Hazards:
 
     Readers are kept per engine queue, the latest only: a queue runs its steps
     in program order, so waiting for its latest reader of a range is waiting for
-    all of them (the same timing, without an edge per earlier reader)."""
+    all of them (the same timing, without an edge per earlier reader).
+
+    LX ranges are also filed by the 64 KiB blocks they touch, so an access looks
+    only at the ranges sharing a block with it (a core's LX holds dozens of live
+    ranges; a big GEMM's planning spent most of its simulation scanning them)."""
 
     def __init__(self, dram_written: set[str]) -> None:
         self.tables: dict[str, dict[Footprint, list]] = defaultdict(dict)
         self.dram_written = dram_written  # buffers the core writes: only these can conflict in DRAM
+        self.blocks: dict[int, dict[Footprint, None]] = defaultdict(dict)  # LX block -> ranges touching it
+
+    def _near(self, space: str, fp: Footprint) -> Any:
+        """The ranges of ``space`` that may overlap ``fp``."""
+        if space:
+            return list(self.tables[space])
+        blocks = self.blocks
+        lo, hi = fp[0] >> _LX_BLOCK, (fp[1] - 1) >> _LX_BLOCK
+        if lo == hi:
+            return list(blocks[lo]) if lo in blocks else ()
+        seen: dict[Footprint, None] = {}
+        for b in range(lo, hi + 1):
+            if b in blocks:
+                seen.update(blocks[b])
+        return list(seen)
+
+    def _file(self, fp: Footprint, add: bool) -> None:
+        for b in range(fp[0] >> _LX_BLOCK, ((fp[1] - 1) >> _LX_BLOCK) + 1):
+            if add:
+                self.blocks[b][fp] = None
+            else:
+                del self.blocks[b][fp]
 
     def _access(self, space: str, fp: Footprint, write: bool, i: int, eng: str, deps: set[int]) -> None:
         table = self.tables[space]
         covered = []
         lo, hi = fp[0], fp[1]
-        for key, (w, rs) in table.items():
+        for key in self._near(space, fp):
             if key[0] < hi and lo < key[1] and (key == fp or _overlap(key, fp)):
+                w, rs = table[key]
                 if w is not None:
                     deps.add(w)
                 if write:
                     deps.update(rs.values())
                     if key == fp or (fp[2] == 0 and lo <= key[0] and key[1] <= hi):
                         covered.append(key)
+        lx = not space
         if write:
             for k in covered:
                 del table[k]
+                if lx:
+                    self._file(k, False)
             table[fp] = [i, {}]
+            if lx:
+                self._file(fp, True)
         else:
-            table.setdefault(fp, [None, {}])[1][eng] = i
+            got = table.get(fp)
+            if got is None:
+                got = table[fp] = [None, {}]
+                if lx:
+                    self._file(fp, True)
+            got[1][eng] = i
 
     def access(self, i: int, eng: str, lx_reads: list[Lx], lx_writes: list[Lx], dram_reads: list,
                dram_writes: list) -> set[int]:
