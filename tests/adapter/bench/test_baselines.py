@@ -1,7 +1,7 @@
 """The bench's baseline planners build real programs: they run in the emulator
 with the numbers torch computes, follow the rules they claim (even split: no
 ring sharing, no K split, every core; torch-spyre: its documented divisions),
-and our planner beats both on a GEMM big enough to matter."""
+and our planner is at least as fast as both on a GEMM big enough to matter."""
 
 from __future__ import annotations
 
@@ -63,8 +63,9 @@ def test_torch_spyre_pass2_uses_the_cores() -> None:
 
 def test_baselines_at_their_strongest_share_our_denominators_on_a_1024_gemm() -> None:
     """Both baselines share operands over the ring, and are scored against our
-    plan's bounds and the kernel's compulsory bytes. (Whether they beat our plan
-    is what the bench reports: at 1024^3 they do, by 5-7 % in modeled time.)"""
+    plan's bounds and the kernel's compulsory bytes; our planner's program is
+    at least as fast as either (it re-tiles the grid it chose, as a baseline
+    tiles its own; before that, both were 0.6 % faster at 1024^3)."""
     kernel = K.mm(1024, 1024, 1024)
     row = baselines.gemm_baseline_row(kernel, DEFAULT)
     ours = row["ours"]
@@ -74,4 +75,5 @@ def test_baselines_at_their_strongest_share_our_denominators_on_a_1024_gemm() ->
         # same denominators: eta ratio is the inverse time ratio
         assert base["eta_sustained"] / ours["eta_sustained"] == pytest.approx(ours["modeled_ns"] / base["modeled_ns"])
         assert base["rho"] >= ours["rho"] >= 1.0
+        assert ours["modeled_ns"] <= base["modeled_ns"]
     assert ours["eta_datasheet"] < ours["eta_sustained"]
