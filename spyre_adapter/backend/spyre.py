@@ -100,8 +100,7 @@ def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int
     got = current().programs.shared(key, kernel) if key is not None else None
     if got is None:
         return Planned(p)
-    runs, names, state = got
-    return Planned(p, runs, names, state)
+    return Planned(p, got.program, got.names, got.state, got.symbols)
 
 
 class PayloadError(FormatError):

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import sympy
 import torch
 
+from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 from spyre_shims.backend import warn_fallback
 from spyre_shims.reference import KernelFault, run_kernel
@@ -115,8 +116,10 @@ class Planned:
     ``program`` names the kernel's own buffers (what reports show). ``runs`` is
     the same program as its planner made it for the first kernel of this
     structure, which every identical kernel (each layer of a model) launches on
-    its own buffers renamed by ``names`` (``runs``' buffer -> the kernel's). A
-    launch of one of them is, to the program, one more launch of the first:
+    its own buffers renamed by ``names`` (``runs``' buffer -> the kernel's) and
+    its run-time sizes by ``symbols`` (``runs``' size symbol -> the kernel's: each
+    layer's KV length has a symbol of its own). A launch of one of them is, to
+    the program, one more launch of the first:
     the checks of its first launch, its recorded steps and its simulated timing
     depend on the program alone, so they are kept once, in ``state`` (None: not
     shared, ``runs`` is ``program``)."""
@@ -125,6 +128,7 @@ class Planned:
     runs: Program | None = None
     names: Mapping[str, str] | None = None
     state: dict[Any, Any] | None = None
+    symbols: Mapping[str, str] | None = None
     #: whether ``runs``' addresses depend on data (see :func:`_reads_data_for_indices`)
     data_indexed: bool = dataclasses.field(init=False)
     #: this kernel's figures; its launch state too when nothing is shared
@@ -132,7 +136,9 @@ class Planned:
 
     def __post_init__(self) -> None:
         if self.runs is None:
-            self.runs, self.names, self.state = self.program, None, None
+            self.runs, self.names, self.state, self.symbols = self.program, None, None, None
+        if self.symbols is not None and all(k == v for k, v in self.symbols.items()):
+            self.symbols = None
         self.data_indexed = _reads_data_for_indices(self.runs.kernel)
         self.own = _Derived()
 
@@ -147,6 +153,13 @@ class Planned:
         if got is None:
             got = self.state[key] = _Derived()
         return got
+
+    def runs_sizes(self, sizes: Mapping[sympy.Symbol, int]) -> Mapping[sympy.Symbol, int]:
+        """A launch's run-time sizes under the symbols of the program it runs."""
+        if self.symbols is None:
+            return sizes
+        mine = {str(k): v for k, v in sizes.items()}
+        return {sidx.index_symbol(theirs): mine[m] for theirs, m in self.symbols.items() if m in mine}
 
 
 def _reads_data_for_indices(kernel: Any) -> bool:
@@ -166,6 +179,8 @@ class _Launch:
     #: ``buffers`` under the names of the program the launch runs
     runs_on: Mapping[str, torch.Tensor]
     state: _Derived
+    #: ``sizes`` under the symbols of the program the launch runs
+    runs_sizes: Mapping[sympy.Symbol, int]
     stats: RunStats | None = None
 
 
@@ -242,7 +257,8 @@ class Executable:
             return
         runs_on = buffers if planned.names is None else \
             {theirs: buffers[mine] for theirs, mine in planned.names.items() if mine in buffers}
-        launch = _Launch(target, buffers, sizes, planned, runs_on, planned.launch_state(runs_on))
+        launch = _Launch(target, buffers, sizes, planned, runs_on, planned.launch_state(runs_on),
+                         planned.runs_sizes(sizes))
         # A program's first launch is checked, traced and timed: host time the
         # backend spends once per program, reported apart from steady launches.
         with target.report.host_time("first_launch") if not launch.state.checked else contextlib.nullcontext():
@@ -273,7 +289,7 @@ class Executable:
         first = not d.checked
         try:
             with _emulator_threads() as threads:
-                launch.stats = execute(q, launch.runs_on, launch.target.card, launch.sizes, checking=first,
+                launch.stats = execute(q, launch.runs_on, launch.target.card, launch.runs_sizes, checking=first,
                                        replay=None if first else d.replay, pe_threads=threads)
         except (EmulatorError, KernelFault) as exc:
             if q is p:
@@ -308,7 +324,7 @@ class Executable:
         assert q is not None and launch.stats is not None
         traced = own if planned.data_indexed else d
         if traced.compulsory is None:
-            traced.compulsory = self.compulsory(q, launch.runs_on, launch.sizes)
+            traced.compulsory = self.compulsory(q, launch.runs_on, launch.runs_sizes)
         compulsory = traced.compulsory
         dyn = tuple(sorted(launch.stats.dynamic_bytes.items()))
         got = own.timing.get((compulsory, dyn))

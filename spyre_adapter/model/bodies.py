@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator, Mapping
 
 import sympy
 
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import Instr, LoopKernel, Ref
 
-__all__ = ["Access", "accesses", "deps", "index_cone", "indirect_levels", "split_dim", "with_ranges"]
+__all__ = ["Access", "accesses", "deps", "index_cone", "indirect_levels", "split_dim", "with_ranges", "with_symbols"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +140,30 @@ def split_dim(kernel: LoopKernel, t: int, outer: int) -> LoopKernel:
     body = tuple(dataclasses.replace(ins, args=_substituted(ins.args, subs)) for ins in kernel.body)
     ranges = (*kernel.ranges[:t], sympy.Integer(outer), sympy.Integer(inner), *kernel.ranges[t + 1:])
     return dataclasses.replace(kernel, ranges=ranges, body=body)
+
+
+def with_symbols(kernel: LoopKernel, names: Mapping[str, str]) -> LoopKernel:
+    """``kernel`` with the symbols named in ``names`` renamed (its index
+    expressions and ranges): a body planned for one kernel, for another of the
+    same structure whose run-time sizes have other symbols."""
+    subs: dict[sympy.Symbol, sympy.Expr] = {}
+    for x in (*kernel.ranges, *kernel.reduction_ranges, *(a for ins in kernel.body for a in _flat(ins.args))):
+        if isinstance(x, sympy.Basic):
+            subs.update({s: sidx.index_symbol(names[s.name]) for s in sidx.free_symbols(x) if s.name in names})
+    if not subs:
+        return kernel
+    body = tuple(dataclasses.replace(ins, args=_substituted(ins.args, subs)) for ins in kernel.body)
+    return dataclasses.replace(kernel, ranges=tuple(_substituted(tuple(kernel.ranges), subs)),  # type: ignore[arg-type]
+                               reduction_ranges=tuple(_substituted(tuple(kernel.reduction_ranges), subs)),  # type: ignore[arg-type]
+                               body=body)
+
+
+def _flat(args: object) -> Iterator[object]:
+    if isinstance(args, tuple):
+        for a in args:
+            yield from _flat(a)
+    else:
+        yield args
 
 
 def with_ranges(kernel: LoopKernel, ranges: tuple[int, ...]) -> LoopKernel:

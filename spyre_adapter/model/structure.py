@@ -1,18 +1,23 @@
-"""A kernel's *structure*: its Kernel IR with buffer names positional and kernel
-names and origins dropped. Identical layers of a model have the same structure,
-so what is derived from it alone (a planned program, a division's estimate) is
-computed once for all of them."""
+"""A kernel's *structure*: its Kernel IR with buffer names and run-time size
+symbols positional and kernel names and origins dropped. Identical layers of a
+model have the same structure, so what is derived from it alone (a planned
+program, a division's estimate) is computed once for all of them. Under dynamic
+shapes each layer's KV cache has a size symbol of its own (``s87`` in one layer,
+``s61`` in the next): sizes bound to a structure are therefore keyed by position
+(:func:`structure_sizes`), never by symbol name."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 from spyre_shims import kernel_ir as kir
 
-__all__ = ["buffer_names", "positional_names", "structure_text", "structure_digest"]
+__all__ = ["buffer_names", "positional_names", "symbol_names", "structure_text", "structure_digest",
+           "structure_sizes"]
 
 #: id(kernel) -> (a weak reference to it, its structure text, its digest): the
 #: program cache, residency and the executables ask about the same kernels many times.
@@ -25,8 +30,24 @@ def buffer_names(kernel: Any) -> tuple[str, ...]:
 
 
 def positional_names(kernel: Any) -> dict[str, str]:
-    """Each buffer name of the kernel -> its positional name ``#b<n>``."""
-    return {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
+    """Each buffer name of the kernel -> its positional name ``#b<n>``, and each
+    run-time size symbol -> ``#s<n>``."""
+    canon = {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
+    canon.update({name: f"#s{n}" for n, name in enumerate(symbol_names(kernel))})
+    return canon
+
+
+def symbol_names(kernel: Any) -> tuple[str, ...]:
+    """The kernel's run-time size symbols in order (passed at each launch)."""
+    return tuple(getattr(kernel, "symbols", ()) or ())
+
+
+def structure_sizes(kernel: Any, sizes: Mapping[Any, int]) -> tuple[tuple[str, int], ...]:
+    """A size binding of ``kernel`` keyed by the symbols' positions (``#s<n>``), as
+    its structure names them: equal for identical kernels whose symbols differ.
+    A bound symbol the kernel does not declare keeps its name."""
+    canon = {name: f"#s{n}" for n, name in enumerate(symbol_names(kernel))}
+    return tuple(sorted((canon.get(str(k), str(k)), int(v)) for k, v in sizes.items()))
 
 
 def _entry(kernel: Any) -> tuple[Any, bytes, bytes]:

@@ -17,13 +17,13 @@ from spyre_shims import index as sidx
 from spyre_shims import kernel_ir as kir
 from spyre_shims.reference import concrete
 
-from spyre_adapter.model.bodies import with_ranges
+from spyre_adapter.model.bodies import with_ranges, with_symbols
 from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
-from spyre_adapter.model.structure import buffer_names, structure_text
+from spyre_adapter.model.structure import buffer_names, structure_sizes, structure_text, symbol_names
 
-__all__ = ["ProgramCache"]
+__all__ = ["ProgramCache", "Shared"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -41,7 +41,8 @@ class ProgramCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._programs: dict[str, tuple[Program, tuple[str, ...], dict[Any, Any]]] = {}
+        #: key -> (program, its kernel's buffer names, its size symbols, shared launch state)
+        self._programs: dict[str, tuple[Program, tuple[str, ...], tuple[str, ...], dict[Any, Any]]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -49,7 +50,7 @@ class ProgramCache:
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
         h = hashlib.sha256(structure_text(kernel))
         h.update(_machine_text(m))
-        h.update(json.dumps(sorted((str(k), v) for k, v in sizes.items())).encode())
+        h.update(json.dumps(structure_sizes(kernel, sizes)).encode())
         h.update(extra.encode())
         return h.hexdigest()
 
@@ -61,36 +62,53 @@ class ProgramCache:
                 self.misses += 1
                 return None
             self.hits += 1
-        p, names, _ = got
-        mine = buffer_names(kernel)
-        if names == mine:
+        p, names, symbols, _ = got
+        mine, my_symbols = buffer_names(kernel), symbol_names(kernel)
+        if names == mine and symbols == my_symbols:
             return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
+        if symbols != my_symbols:  # the same sizes under this kernel's symbols
+            to_mine = dict(zip(symbols, my_symbols))
+            p = dataclasses.replace(p, sizes=tuple((to_mine.get(n, n), v) for n, v in p.sizes),
+                                    bodies=tuple(with_symbols(b, to_mine) for b in p.bodies))
         bodies = p.bodies
         if isinstance(kernel, kir.KernelGroup):
             bodies = tuple(_as_planned(k, b, p.sizes) for k, b in zip(kernel.kernels, p.bodies)) + \
                 p.bodies[len(kernel.kernels):]
         return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
 
-    def shared(self, key: str, kernel: Any) -> tuple[Program, dict[str, str], dict[Any, Any]] | None:
+    def shared(self, key: str, kernel: Any) -> Shared | None:
         """The program cached under ``key`` as it was planned (its first kernel's
-        buffer names), each of those names -> ``kernel``'s, and the entry's shared
-        state: a launch of ``kernel`` can run that program on its buffers renamed,
-        and share with every identical kernel what depends on the program alone
-        (its checks, its recorded steps, its timing)."""
+        buffer names and size symbols), each of those names and symbols ->
+        ``kernel``'s, and the entry's shared state: a launch of ``kernel`` can run
+        that program on its buffers renamed with its sizes rebound, and share with
+        every identical kernel what depends on the program alone (its checks, its
+        recorded steps, its timing)."""
         with self._lock:
             got = self._programs.get(key)
         if got is None:
             return None
-        p, names, state = got
-        return p, dict(zip(names, buffer_names(kernel))), state
+        p, names, symbols, state = got
+        return Shared(p, dict(zip(names, buffer_names(kernel))), dict(zip(symbols, symbol_names(kernel))), state)
 
     def put(self, key: str, p: Program, kernel: Any) -> None:
         with self._lock:
-            self._programs[key] = (p, buffer_names(kernel), {})
+            self._programs[key] = (p, buffer_names(kernel), symbol_names(kernel), {})
 
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """A cached program as it was planned, and how a kernel of the same structure
+    runs it: ``names`` and ``symbols`` map the program's buffer names and size
+    symbols to the kernel's; ``state`` is what every such kernel shares."""
+
+    program: Program
+    names: dict[str, str]
+    symbols: dict[str, str]
+    state: dict[Any, Any]
 
 
 def _as_planned(kernel: kir.LoopKernel, body: kir.LoopKernel, sizes: tuple[tuple[str, int], ...]) -> kir.LoopKernel:

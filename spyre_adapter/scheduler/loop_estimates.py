@@ -23,12 +23,11 @@ from spyre_shims.reference import concrete
 from spyre_adapter.model.costs import lane_cycles
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import itemsize
-from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.structure import structure_digest, structure_sizes
 from spyre_adapter.scheduler.analysis import (Intervals, LoopInfo, access_footprint, analyse, merged, stick_intervals,
                                               union_footprint)
 from spyre_adapter.scheduler.loop_layout import SHARED_LX_FRACTION  # the builder's rule, estimated
 from spyre_adapter.scheduler.loop_program import row_ranges
-from spyre_adapter.scheduler.size_buckets import sizes_key
 
 #: Reductions whose partials combine exactly (so the extent may be split over cores).
 SPLITTABLE = frozenset({"sum", "max", "min", "any", "prod", "welford_reduce", "online_softmax_reduce",
@@ -155,7 +154,7 @@ def model_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int
     kinds = {k for i in infos for k in i.reduction_kinds}
     gm = GroupModel(group, infos, rows, mult, unit, accesses, internal, epc, any(i.rnumel > 1 for i in infos), kinds)
     gm.load_groups = _load_groups(gm)  # asked for by every core of every candidate division
-    gm.key = (structure_digest(group), m, sizes_key(sizes), lx_planning)
+    gm.key = (structure_digest(group), m, structure_sizes(group, sizes), lx_planning)
     return gm
 
 

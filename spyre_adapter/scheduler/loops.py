@@ -29,14 +29,14 @@ from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Candidate, LoopPlan, Program, Resident
 from spyre_adapter.model.rules import first_violation
-from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.structure import structure_digest, structure_sizes
 from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.analysis import boxes
 from spyre_adapter.scheduler.loop_estimates import (Division, GroupModel, _estimated, _row_bytes, _tile_rows, estimates,
                                                     model_group, ranked)
 from spyre_adapter.scheduler.loop_program import Hold, LoopDivision, NeedsPhases, build, row_ranges
 from spyre_adapter.scheduler.lx_alloc import LxFull
-from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
+from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 
 #: Largest number of chunks one core cuts a row into.
 MAX_CHUNKS = 4096
@@ -136,7 +136,7 @@ def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol,
         plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
         return None if not isinstance(plan, LoopPlan) else _Recipe(
             None if plan.grid else Division(plan.row_cores, plan.rsplit), plan.grid, plan.estimate_ns, plan.candidates)
-    return _RECIPES.get((structure_digest(group), m, sizes_key(bucket), lx_planning), plan_at_bucket)
+    return _RECIPES.get((structure_digest(group), m, structure_sizes(group, bucket), lx_planning), plan_at_bucket)
 
 
 def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes: Mapping[sympy.Symbol, int],

@@ -25,12 +25,12 @@ from spyre_adapter.model.errors import DoesNotFit
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident, itemsize
 from spyre_adapter.model.rules import first_violation
-from spyre_adapter.model.structure import structure_digest
+from spyre_adapter.model.structure import structure_digest, structure_sizes
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
-from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of, sizes_key
+from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,7 +431,8 @@ def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol,
     def plan_at_bucket() -> tuple[int, int, int, int, str] | None:
         plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
         return (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
-    return _BUCKET_GRIDS.get((structure_digest(kernel), m, sizes_key(bucket), share, max_cores), plan_at_bucket)
+    return _BUCKET_GRIDS.get((structure_digest(kernel), m, structure_sizes(kernel, bucket), share, max_cores),
+                             plan_at_bucket)
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,

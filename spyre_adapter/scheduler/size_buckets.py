@@ -17,7 +17,7 @@ from spyre_shims.reference import KernelFault
 
 from spyre_adapter.model.errors import DoesNotFit
 
-__all__ = ["size_bucket", "bucket_of", "sizes_key", "BucketChoices"]
+__all__ = ["size_bucket", "bucket_of", "BucketChoices"]
 
 T = TypeVar("T")
 
@@ -32,11 +32,6 @@ def bucket_of(sizes: Mapping[sympy.Symbol, int]) -> dict[sympy.Symbol, int] | No
     are a bucket's own, and the planner chooses at them directly)."""
     bucket = size_bucket(sizes)
     return bucket if bucket != dict(sizes) else None
-
-
-def sizes_key(sizes: Mapping[sympy.Symbol, int]) -> tuple[tuple[str, int], ...]:
-    """A hashable, order-independent form of a size binding."""
-    return tuple(sorted((str(k), int(v)) for k, v in sizes.items()))
 
 
 class BucketChoices(Generic[T]):

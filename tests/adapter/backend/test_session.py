@@ -62,3 +62,23 @@ def test_the_report_attributes_the_backends_host_time_to_its_phases() -> None:
     with pytest.raises(ValueError, match="host phase 'planning'"):
         with s.report.host_time("planning"):
             pass
+
+
+def test_identical_kernels_with_other_size_symbols_share_one_program() -> None:
+    """Under dynamic shapes each layer's KV cache gets a size symbol of its own;
+    at equal sizes the layers' kernels are one structure: planned once, the
+    second launched on the first's program with its sizes rebound (a decode
+    token planned each layer's kernels anew before)."""
+    s = Session()
+    with activate(s):
+        f = torch.compile(lambda q, k1, k2: (torch.softmax(q @ k1.T, -1), torch.softmax(q @ k2.T, -1)),
+                          dynamic=True, options={"fx_graph_cache": False})
+        q = torch.randn(4, 64)
+        for n1, n2, planned in ((5, 7, 4), (9, 9, 2), (12, 12, 2)):
+            k1, k2 = torch.randn(n1, 64), torch.randn(n2, 64)
+            misses, hits = s.programs.misses, s.programs.hits
+            a, b = f(q.to("spyre"), k1.to("spyre"), k2.to("spyre"))
+            torch.testing.assert_close(a.cpu(), torch.softmax(q @ k1.T, -1), rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(b.cpu(), torch.softmax(q @ k2.T, -1), rtol=1e-3, atol=1e-3)
+            # (5, 7): the two matmuls and softmaxes differ in size; then each pair is one program
+            assert (s.programs.misses - misses, s.programs.hits - hits) == (planned, 4 - planned)
