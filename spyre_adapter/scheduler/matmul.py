@@ -393,12 +393,13 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
             plan_of: Callable[[Grid, Cost], MatmulPlan]) -> _Built:
     """The chosen core grid re-tiled: its ``POLISH`` other tilings (any loop
     order) the closed form ranks fastest among those at most ``POLISH_GROWTH``
-    times its size (closed-form instruction counts), built, checked and simulated; the fastest program wins.
-    Near-ties rank the smallest program first, and a smaller tile often
+    times its size (closed-form instruction counts), built, checked and
+    simulated; the fastest program wins (a matmul the closed form puts under
+    ``POLISH_MIN_NS`` is left as it is). Near-ties rank the smallest program first, and a smaller tile often
     pipelines better (a shorter fill before the first multiply): 2048^3 on its
     chosen 2x16 grid, tk 128 -> 64, simulates 277.8 -> 275.2 us."""
     g = best.grid
-    if g is None or best.cost is None:
+    if g is None or best.cost is None or best.cost.total_ns < POLISH_MIN_NS:
         return best
     same = sorted(((g2, c2) for g2, c2 in ranked if (g2.gb, g2.gm, g2.gn, g2.gk) == (g.gb, g.gm, g.gn, g.gk)
                    and (g2.tm, g2.tn, g2.tk, g2.order) != (g.tm, g.tn, g.tk, g.order)
@@ -521,6 +522,9 @@ REFINE_SLACK = 1.25
 #: bigger than the chosen program they may be (closed-form instruction counts).
 POLISH = 2
 POLISH_GROWTH = 2
+#: Below this estimate a percent is less than a launch's overhead: not polished
+#: (a decode's small matmuls are planned at every new KV-length bucket).
+POLISH_MIN_NS = 20_000.0
 #: Estimates within this fraction of the best rank by program size first (see _rank).
 TIE_SLACK = 0.02
 #: Near-ties reordered by program size only when their LX estimate leaves this much room.
