@@ -19,10 +19,13 @@ through ``torch.compile`` on the device and run on the emulator.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
 import math
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
@@ -212,17 +215,39 @@ def _baseline(row: dict[str, Any], key: str, measure: Callable[[], metrics.Metri
 BASELINE_MAX_MACS = 4096**3
 
 
-def bench_gemms(m: Machine, quick: bool) -> list[dict[str, Any]]:
-    shapes = [(f"square.{s}", s, s, s) for s in SQUARE if not quick or s <= 2048] + \
-        [g for g in LLM_GEMMS if not quick]
-    rows = []
-    for name, mm, nn, kk in shapes:
+def bench_gemms(m: Machine, quick: bool, workers: int | None = None,
+                shapes: Sequence[tuple[str, int, int, int]] | None = None) -> list[dict[str, Any]]:
+    """The GEMM rows (``shapes``: (name, M, N, K); default the square and LLM
+    sets), computed by ``workers`` processes (default: one for ``quick``, else one
+    per core, at most 2): each row plans, simulates and checks one GEMM alone and
+    its figures are modeled, so rows computed side by side are the same rows.
+    Returned in the order of ``shapes``."""
+    if shapes is None:
+        shapes = [(f"square.{s}", s, s, s) for s in SQUARE if not quick or s <= 2048] + \
+            [g for g in LLM_GEMMS if not quick]
+    if workers is None:
+        workers = 1 if quick else min(2, os.cpu_count() or 1)
+    jobs = [(m, *shape) for shape in shapes]
+    if workers <= 1 or len(jobs) <= 1:
+        return [_gemm_row(job) for job in jobs]
+    # Largest first, so the longest row does not start last; spawned workers
+    # (no state forked from this process: its session, caches and threads), one
+    # intra-op thread each (two processes on two cores: threads would contend).
+    order = sorted(range(len(jobs)), key=lambda i: -math.prod(jobs[i][2:]))
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        done = dict(zip(order, pool.map(_gemm_row, [jobs[i] for i in order])))
+    return [done[i] for i in range(len(jobs))]
+
+
+def _gemm_row(job: tuple[Machine, str, int, int, int]) -> dict[str, Any]:
+    m, name, mm, nn, kk = job
+    with use_machine(m):
         # one core of a big GEMM is slow to simulate and says little: up to 2048^3
         row = kernel_row(gemm_kernel(name, mm, nn, kk), "gemm", name, m, single_core=mm * nn * kk <= 2048**3,
                          baselines_too=mm * nn * kk <= BASELINE_MAX_MACS)
-        row["shape"] = [mm, nn, kk]
-        rows.append(row)
-    return rows
+    row["shape"] = [mm, nn, kk]
+    return row
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -468,7 +493,8 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
     t0 = time.perf_counter()
     with use_machine(m):
         if "gemms" in sections:
-            log("GEMMs (our plan, LX even split, torch-spyre's rules)")
+            log("GEMMs (our plan, LX even split, torch-spyre's rules; a row per process, two at a time)"
+                if not quick else "GEMMs (our plan, LX even split, torch-spyre's rules)")
             rows += bench_gemms(m, quick)
         if "chains" in sections:
             log("chains")

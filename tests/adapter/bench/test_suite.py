@@ -200,3 +200,14 @@ def test_the_replay_check_catches_a_replay_that_ignores_dependences(monkeypatch:
     monkeypatch.setattr(regroup, "levels", lambda items, *a, **k: list(range(len(items), 0, -1)))
     row = bench_checks.execute_row(kernel, DEFAULT)
     assert row["matches_reference"] and not row["replay_matches_reference"]
+
+
+def test_gemm_rows_side_by_side_are_the_rows_one_by_one() -> None:
+    """The full bench computes its GEMM rows in two processes: every figure of a
+    row is modeled or checked, so the rows (in the order asked) are the same."""
+    shapes = [("a", 256, 256, 256), ("b", 128, 512, 256), ("c", 64, 256, 512)]
+    one = bench.bench_gemms(DEFAULT, True, workers=1, shapes=shapes)
+    two = bench.bench_gemms(DEFAULT, True, workers=2, shapes=shapes)
+    assert [r["name"] for r in two] == ["a", "b", "c"]
+    assert two == one
+    assert all(r["executed"] and r["matches_reference"] for r in two)
