@@ -158,8 +158,8 @@ class Planned:
         """A launch's run-time sizes under the symbols of the program it runs."""
         if self.symbols is None:
             return sizes
-        mine = {str(k): v for k, v in sizes.items()}
-        return {sidx.index_symbol(theirs): mine[m] for theirs, m in self.symbols.items() if m in mine}
+        theirs = {mine: t for t, mine in self.symbols.items()}
+        return {sidx.index_symbol(theirs[str(k)]) if str(k) in theirs else k: v for k, v in sizes.items()}
 
 
 def _reads_data_for_indices(kernel: Any) -> bool:
