@@ -33,8 +33,12 @@ def positional_names(kernel: Any) -> dict[str, str]:
     """Each buffer name of the kernel -> its positional name ``#b<n>``, and each
     run-time size symbol -> ``#s<n>``."""
     canon = {name: f"#b{n}" for n, name in enumerate(buffer_names(kernel))}
-    canon.update({name: f"#s{n}" for n, name in enumerate(symbol_names(kernel))})
+    canon.update(_symbol_positions(kernel))
     return canon
+
+
+def _symbol_positions(kernel: Any) -> dict[str, str]:
+    return {name: f"#s{n}" for n, name in enumerate(symbol_names(kernel))}
 
 
 def symbol_names(kernel: Any) -> tuple[str, ...]:
@@ -46,7 +50,7 @@ def structure_sizes(kernel: Any, sizes: Mapping[Any, int]) -> tuple[tuple[str, i
     """A size binding of ``kernel`` keyed by the symbols' positions (``#s<n>``), as
     its structure names them: equal for identical kernels whose symbols differ.
     A bound symbol the kernel does not declare keeps its name."""
-    canon = {name: f"#s{n}" for n, name in enumerate(symbol_names(kernel))}
+    canon = _symbol_positions(kernel)
     return tuple(sorted((canon.get(str(k), str(k)), int(v)) for k, v in sizes.items()))
 
 

@@ -102,17 +102,18 @@ class _Hazards:
 
     def _near(self, space: str, fp: Footprint) -> Any:
         """The ranges of ``space`` that may overlap ``fp``."""
+        # (views, not copies: the caller changes the tables only after its loop)
         if space:
-            return list(self.tables[space])
+            return self.tables[space].keys()
         blocks = self.blocks
         lo, hi = fp[0] >> _LX_BLOCK, (fp[1] - 1) >> _LX_BLOCK
         if lo == hi:
-            return list(blocks[lo]) if lo in blocks else ()
+            return blocks[lo].keys() if lo in blocks else ()
         seen: dict[Footprint, None] = {}
         for b in range(lo, hi + 1):
             if b in blocks:
                 seen.update(blocks[b])
-        return list(seen)
+        return seen.keys()
 
     def _file(self, fp: Footprint, add: bool) -> None:
         for b in range(fp[0] >> _LX_BLOCK, ((fp[1] - 1) >> _LX_BLOCK) + 1):

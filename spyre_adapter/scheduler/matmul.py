@@ -279,6 +279,8 @@ class _Built:
     time: float | None = None
     grid: Grid | None = None
     cost: Cost | None = None
+    #: whether ``time`` is simulated (a lone last candidate is not: its bound stands in)
+    simulated: bool = False
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -347,6 +349,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             elif maybe:
                 nxt = min(maybe, key=lambda b: (b.bound, b.index))
                 nxt.time = simulate(nxt.program, m, keep_events=False).total_ns
+                nxt.simulated = True
                 continue
             if first is None:
                 break
@@ -394,11 +397,11 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
     """The chosen core grid re-tiled: its ``POLISH`` other tilings (any loop
     order) the closed form ranks fastest among those at most ``POLISH_GROWTH``
     times its size and at most ``POLISH_MAX_INSTRS`` (closed-form instruction
-    counts), built, checked and
-    simulated; the fastest program wins (a matmul the closed form puts under
-    ``POLISH_MIN_NS`` is left as it is). Near-ties rank the smallest program first, and a smaller tile often
-    pipelines better (a shorter fill before the first multiply): 2048^3 on its
-    chosen 2x16 grid, tk 128 -> 64, simulates 277.8 -> 275.2 us."""
+    counts), built, checked and simulated; the fastest program wins (a matmul
+    the closed form puts under ``POLISH_MIN_NS`` is left as it is). Near-ties
+    rank the smallest program first, and a smaller tile often pipelines better
+    (a shorter fill before the first multiply): 2048^3 on its chosen 2x16 grid,
+    tk 128 -> 64, simulates 277.8 -> 275.2 us."""
     g = best.grid
     if g is None or best.cost is None or best.cost.total_ns < POLISH_MIN_NS:
         return best
@@ -407,8 +410,8 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
                    and c2.instrs <= min(POLISH_GROWTH * best.cost.instrs, POLISH_MAX_INSTRS)
                    and _stick_exclusive(kernel, s, g2, m, sizes)),
                   key=lambda gc: gc[1].total_ns)[:POLISH]
-    if same and (best.time is None or best.time == best.bound):  # settle did not simulate a lone candidate
-        best.time = simulate(best.program, m, keep_events=False).total_ns
+    if same and not best.simulated:  # settle does not simulate a lone candidate
+        best.time, best.simulated = simulate(best.program, m, keep_events=False).total_ns, True
     for g2, c2 in same:
         try:
             prog = build_program(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
@@ -419,7 +422,7 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
             continue
         t = simulate(prog, m, keep_events=False).total_ns
         if t < best.time:
-            best = _Built(-1, prog, t, t, g2, c2)
+            best = _Built(-1, prog, t, t, g2, c2, simulated=True)
     return best
 
 
