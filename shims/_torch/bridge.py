@@ -86,12 +86,13 @@ def _root(wrapper: Any) -> Any:
 
 
 def _graph_state(wrapper: Any, device: str) -> dict[str, Any]:
-    root = _root(wrapper)
-    state = getattr(root, "_shim_state", None)
+    # One state per graph: a subgraph (a nested compile region, a branch of cond)
+    # is its own graph, called from its parent's code any number of times.
+    state = getattr(wrapper, "_shim_state", None)
     if state is None:
         state = {"device": device, "kernels": [], "fallbacks": [], "ids": itertools.count(),
-                 "graph": f"graph{next(_GRAPH_IDS)}_{_PROCESS_TOKEN}"}
-        root._shim_state = state
+                 "graph": f"graph{next(_GRAPH_IDS)}_{_PROCESS_TOKEN}", "calls_subgraphs": False}
+        wrapper._shim_state = state
     return state
 
 
@@ -244,17 +245,13 @@ def _make_scheduling(device: str) -> type:
 
 def _make_wrapper(device: str) -> type:
     Base = ind.get("PythonWrapperCodegen")
+    SubgraphBase = ind.get("SubgraphPythonWrapperCodegen")
 
-    class StableWrapper(Base):  # type: ignore[misc,valid-type]
-        @staticmethod
-        def create(is_subgraph: bool, *args: Any, **kwargs: Any) -> Any:
-            if is_subgraph:
-                return Base.create(is_subgraph, *args, **kwargs)
-            return StableWrapper()
-
-        def write_header(self) -> None:
-            super().write_header()
-            self.header.writeline("from spyre_shims import runtime as _shim_rt")
+    class DeviceCalls:
+        """What every wrapper of a ``device`` graph does, the top graph's and each
+        subgraph's (``torch.compiler.nested_compile_region``, ``cond``,
+        ``while_loop``): matmul-family extern kernels become device kernels, host
+        calls are recorded, and the graph is announced with its own outputs."""
 
         def generate_extern_kernel_out(self, *args: Any, **kwargs: Any) -> Any:
             node = ind.extern_out_node(args, kwargs)
@@ -264,7 +261,7 @@ def _make_wrapper(device: str) -> type:
                     emit_kernel(self, device, capture_extern(self, device, node, op))
                     return None
                 record_fallback(self, device, ind.fallback_op_name(node))
-            return super().generate_extern_kernel_out(*args, **kwargs)
+            return super().generate_extern_kernel_out(*args, **kwargs)  # type: ignore[misc]
 
         def _record_host_call(self, node: Any) -> None:
             # Before 2.8 generate_fallback_kernel goes through generate_extern_kernel_alloc:
@@ -280,11 +277,11 @@ def _make_wrapper(device: str) -> type:
 
         def generate_extern_kernel_alloc(self, node: Any, *args: Any, **kwargs: Any) -> Any:
             self._record_host_call(node)
-            return super().generate_extern_kernel_alloc(node, *args, **kwargs)
+            return super().generate_extern_kernel_alloc(node, *args, **kwargs)  # type: ignore[misc]
 
         def generate_fallback_kernel(self, node: Any, *args: Any, **kwargs: Any) -> Any:
             self._record_host_call(node)
-            return super().generate_fallback_kernel(node, *args, **kwargs)
+            return super().generate_fallback_kernel(node, *args, **kwargs)  # type: ignore[misc]
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
             state = getattr(self, "_shim_state", None)
@@ -292,14 +289,36 @@ def _make_wrapper(device: str) -> type:
                 # What must reach memory: what the graph returns, and what is
                 # written through a view of another buffer (read under its name).
                 outputs = tuple(sorted({ind.real_name(n) for n in ind.output_names()} | ind.view_buffers()))
+                meta = (("calls_subgraphs", True),) if state["calls_subgraphs"] else ()
                 graph = kir.GraphIR(state["graph"], device, tuple(state["kernels"]), tuple(state["fallbacks"]),
-                                    outputs=outputs)
+                                    outputs=outputs, meta=meta)
                 ref = _backend_for(device).ref()
-                self.header.writeline(
+                # A subgraph has no header of its own: its graph loads with the module,
+                # after its kernels.
+                _root(self).header.writeline(
                     f"_shim_rt.graph_loaded({device!r}, {ref!r}, {kir.to_json(graph)!r})")
-            return super().generate(*args, **kwargs)
+            return super().generate(*args, **kwargs)  # type: ignore[misc]
 
-    StableWrapper.__name__ = StableWrapper.__qualname__ = f"{device.capitalize()}WrapperCodegen"
+    class StableSubgraphWrapper(DeviceCalls, SubgraphBase):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # The graph calling this one runs its kernels between its own: nothing it
+            # leaves in LX may be counted on across the call.
+            _graph_state(self.parent_wrapper, device)["calls_subgraphs"] = True
+
+    class StableWrapper(DeviceCalls, Base):  # type: ignore[misc,valid-type]
+        @staticmethod
+        def create(is_subgraph: bool, *args: Any, **kwargs: Any) -> Any:
+            if is_subgraph:
+                return StableSubgraphWrapper(*args, **kwargs)
+            return StableWrapper()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.header.writeline("from spyre_shims import runtime as _shim_rt")
+
+    for cls, kind in ((StableWrapper, "WrapperCodegen"), (StableSubgraphWrapper, "SubgraphWrapperCodegen")):
+        cls.__name__ = cls.__qualname__ = f"{device.capitalize()}{kind}"
     return StableWrapper
 
 

@@ -50,6 +50,8 @@ def _ns() -> dict[str, Any]:
             "torch._inductor.codegen.wrapper:PythonWrapperCodegen",
             "torch._inductor.codegen.wrapper:WrapperCodeGen",
         ),
+        "SubgraphPythonWrapperCodegen": resolve(
+            "backend.wrapper", "torch._inductor.codegen.wrapper:SubgraphPythonWrapperCodegen"),
         "DeviceOpOverrides": resolve("backend.register", "torch._inductor.codegen.common:DeviceOpOverrides"),
         "register_backend_for_device": resolve(
             "backend.register", "torch._inductor.codegen.common:register_backend_for_device"),

@@ -198,6 +198,11 @@ class SpyreBackend(Backend):
         # (kernels of run-time sizes are planned at their launches; residency is for static ones)
         programs = [e.program(session.machine) if e is not None and not is_symbolic(e.kernel) else None
                     for e in exes]
+        if dict(graph.meta).get("calls_subgraphs"):
+            # Its subgraphs' kernels run between its own (a nested compile region is
+            # called once per layer): nothing can be planned to stay in LX across them.
+            session.report.add_residency(graph.name, residency_summary([]))
+            return
         outputs = set(graph.outputs)
         reads = [{b.name for b in k.inputs} if isinstance(k, kir.ExternKernel)
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]

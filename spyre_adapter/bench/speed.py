@@ -11,8 +11,11 @@ off through its documented environment variables, one process at a time.
   spyre: identical kernels are planned once (the program cache), so 32 layers
   must not cost 32 times one. Compiled the way PyTorch recommends for repeated
   layers (regional compilation: each layer ``compile()``-d, Dynamo traces one and
-  reuses it), and as one whole graph, where Dynamo and Inductor themselves grow
-  with the graph. Measured alongside: Inductor's CPU backend, Dynamo and
+  reuses it), as one whole graph, where Dynamo and Inductor themselves grow
+  with the graph, and as one whole graph whose layers are nested compile regions
+  (``torch.compiler.nested_compile_region``, PyTorch's hierarchical compilation:
+  Dynamo traces one layer, Inductor lowers it once as a subgraph the graph calls
+  per layer, and the backend plans that subgraph's kernels once). Measured alongside: Inductor's CPU backend, Dynamo and
   AOTAutograd alone (``aot_eager``: what every Inductor backend pays before
   lowering), and the Spyre backend's own host time (planning, the graph pass,
   first launches; :attr:`DeviceReport.host_s`), so the growth is attributed.
@@ -102,9 +105,10 @@ def _block(hidden: int, seq: int, dtype: Any) -> tuple[Any, Any]:
     return models.build("llama-block", cfg, dtype=dtype), models.example_inputs("llama-block", cfg, dtype=dtype)
 
 
-def _tiny(layers: int, dtype: Any) -> tuple[Any, Any]:
+def _tiny(layers: int, dtype: Any, nested: bool = False) -> tuple[Any, Any]:
     from spyre_adapter.zoo import blocks as models
-    cfg = models.ModelConfig(hidden=256, heads=4, kv_heads=2, intermediate=704, seq=32, vocab=1024, layers=layers)
+    cfg = models.ModelConfig(hidden=256, heads=4, kv_heads=2, intermediate=704, seq=32, vocab=1024, layers=layers,
+                             nested_regions=nested)
     return models.build("llama-tiny", cfg, dtype=dtype), models.example_inputs("llama-tiny", cfg, dtype=dtype)
 
 
@@ -129,7 +133,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     if model_name == "block":
         model, x = _block(spec["hidden"], spec["seq"], dtype)
     elif model_name == "tiny":
-        model, x = _tiny(spec["layers"], dtype)
+        model, x = _tiny(spec["layers"], dtype, bool(spec.get("nested")))
     else:
         model, x = _hf(spec["layers"])
     fwd = (lambda m, a: m(a).logits) if model_name == "hf" else (lambda m, a: m(a))
@@ -202,11 +206,15 @@ def measure(quick: bool = False, progress: Callable[[str], None] | None = None) 
         for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS):
             plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16",
                                        regional=regional))
+    # One whole graph with each layer a nested compile region (hierarchical compilation)
+    for n in (LAYER_COUNTS[:2] if quick else LAYER_COUNTS[:1] + LAYER_COUNTS[-1:]):
+        plan["layers"].append(dict(kind="compile", device="spyre", model="tiny", layers=n, dtype="fp16",
+                                   regional=False, nested=True))
     if not quick:  # Inductor's CPU backend, and Dynamo + AOTAutograd alone, for comparison
-        for device in ("cpu", "aot_eager"):
+        for device, nested in (("cpu", False), ("aot_eager", False), ("aot_eager", True)):
             for n in (1, LAYER_COUNTS[-1]):
                 plan["layers"].append(dict(kind="compile", device=device, model="tiny", layers=n, dtype="fp32",
-                                           regional=False))
+                                           regional=False, nested=nested))
     for name, hidden, seq in SPEED_SIZES[:1] if quick else SPEED_SIZES:
         for dtype in ("fp32", "fp16"):
             plan["speed"].append(dict(kind="speed", model="block", name=name, hidden=hidden, seq=seq, dtype=dtype))
@@ -259,13 +267,16 @@ def summary(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     if ratios:
         out["compile_over_inductor_cpu"] = max(ratios.values())
         out["compile_over_inductor_cpu_by_model"] = ratios
-    for device, regional, label in (("spyre", True, ""), ("spyre", False, "_whole_graph"),
-                                    ("cpu", False, "_inductor_cpu_whole_graph"),
-                                    ("aot_eager", False, "_dynamo_aot_whole_graph")):
-        chosen = [r for r in rows.get("layers", [])
-                  if "error" not in r and r["device"] == device and bool(r.get("regional")) == regional]
+    for device, regional, nested, label in (
+            ("spyre", True, False, ""), ("spyre", False, False, "_whole_graph"),
+            ("spyre", False, True, "_whole_graph_nested_regions"),
+            ("cpu", False, False, "_inductor_cpu_whole_graph"),
+            ("aot_eager", False, False, "_dynamo_aot_whole_graph"),
+            ("aot_eager", False, True, "_dynamo_aot_whole_graph_nested_regions")):
+        chosen = [r for r in rows.get("layers", []) if "error" not in r and r["device"] == device
+                  and bool(r.get("regional")) == regional and bool(r.get("nested")) == nested]
         _layer_ratio(out, f"compile_{{}}_layers_over_1_layer{label}", {r["layers"]: r["compile_s"] for r in chosen})
-        if device == "spyre" and not regional:
+        if device == "spyre" and not regional and not nested:
             # what the backend itself adds, apart from Dynamo, AOTAutograd and Inductor
             _layer_ratio(out, "compile_{}_layers_over_1_layer_whole_graph_backend_share",
                          {r["layers"]: sum(r["backend_s"].values()) for r in chosen if "backend_s" in r})

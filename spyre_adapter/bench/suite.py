@@ -599,7 +599,8 @@ def _print_speed(speed: dict[str, Any], console: Console) -> None:
     for section, rows in speed.items():
         for r in rows:
             model = {"block": f"block {r.get('hidden')}x{r.get('seq')}", "tiny": f"{r.get('layers')} layers"
-                     + (" (regional)" if r.get("regional") else ""), "hf": f"transformers llama {r.get('layers')} layers"}
+                     + (" (regional)" if r.get("regional") else "") + (" (nested regions)" if r.get("nested") else ""),
+                     "hf": f"transformers llama {r.get('layers')} layers"}
             dev = r.get("device", "spyre") + f" {r.get('dtype', '')}"
             if "error" in r:
                 table.add_row(section, model.get(r["model"], r["model"]), dev, r["error"], "", "", "", "", "", "")

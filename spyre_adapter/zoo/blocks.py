@@ -107,6 +107,20 @@ class DecoderBlock(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x)) * r
 
 
+#: torch.compiler.nested_compile_region (PyTorch's hierarchical compilation), where the release has it.
+_nested_compile_region = getattr(torch.compiler, "nested_compile_region", None)
+
+
+class RegionDecoderBlock(DecoderBlock):
+    """A decoder layer marked as a nested compile region: under a whole-graph
+    ``torch.compile`` Dynamo traces the first call, Inductor lowers it once, and
+    every layer calls that subgraph (the mark is on the class, so all layers
+    share one region; their weights are the region's inputs)."""
+
+    if _nested_compile_region is not None:
+        forward = _nested_compile_region(DecoderBlock.forward)
+
+
 class BlockModel(nn.Module):
     """A decoder block with its rotary tables as buffers (input: hidden states)."""
 
@@ -128,7 +142,10 @@ class TinyLM(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.layers = nn.ModuleList(DecoderBlock(cfg) for _ in range(cfg.layers))
+        if cfg.nested_regions and _nested_compile_region is None:
+            raise ValueError(f"nested_regions: torch {torch.__version__} has no torch.compiler.nested_compile_region")
+        layer = RegionDecoderBlock if cfg.nested_regions else DecoderBlock
+        self.layers = nn.ModuleList(layer(cfg) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.hidden, cfg.eps)
         self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
         cos, sin = rope_tables(cfg)

@@ -33,6 +33,10 @@ class ModelConfig:
     attention_multiplier: float | None = None
     residual_multiplier: float = 1.0
     embedding_multiplier: float = 1.0
+    #: whole models: each decoder layer marked as a nested compile region
+    #: (``torch.compiler.nested_compile_region``): a whole-graph compile traces and
+    #: lowers one layer and calls it for every layer
+    nested_regions: bool = False
 
     @property
     def head_dim(self) -> int:

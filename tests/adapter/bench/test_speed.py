@@ -75,3 +75,19 @@ def test_whole_graph_growth_is_attributed_to_torch_and_to_the_backend() -> None:
     assert out["compile_32_layers_over_1_layer_whole_graph_backend_share"] == pytest.approx(3.0)
     assert out["compile_32_layers_over_1_layer_dynamo_aot_whole_graph"] == pytest.approx(10.0)
     assert not any("inductor_cpu" in k for k in out)  # one side failed: no ratio
+
+
+def test_nested_region_rows_have_their_own_ratio_and_leave_the_whole_graph_ones_alone() -> None:
+    rows = {"layers": [
+        {"device": "spyre", "layers": 1, "compile_s": 2.0},
+        {"device": "spyre", "layers": 32, "compile_s": 18.0},
+        {"device": "spyre", "nested": True, "layers": 1, "compile_s": 2.0},
+        {"device": "spyre", "nested": True, "layers": 32, "compile_s": 3.0},
+        {"device": "aot_eager", "nested": True, "layers": 1, "compile_s": 0.5},
+        {"device": "aot_eager", "nested": True, "layers": 32, "compile_s": 1.5},
+    ]}
+    out = bench_speed.summary(rows)
+    assert out["compile_32_layers_over_1_layer_whole_graph"] == pytest.approx(9.0)
+    assert out["compile_32_layers_over_1_layer_whole_graph_nested_regions"] == pytest.approx(1.5)
+    assert out["compile_32_layers_over_1_layer_dynamo_aot_whole_graph_nested_regions"] == pytest.approx(3.0)
+    assert "compile_32_layers_over_1_layer_dynamo_aot_whole_graph" not in out

@@ -122,6 +122,27 @@ def test_norm_output_stays_in_lx_for_every_matmul_reading_it(report) -> None:
     assert sum(t.total_ns for t in sims[1]) < sum(t.total_ns for t in sims[0])
 
 
+@pytest.mark.skipif(not hasattr(torch.compiler, "nested_compile_region"), reason="no nested compile regions")
+def test_nothing_is_held_across_a_subgraph_call(report) -> None:
+    """The same norm and readers, with a nested compile region called in between
+    (twice: a region called once is inlined): its kernels run between the graph's
+    own, so the norm's output goes through DRAM."""
+    region = torch.compiler.nested_compile_region(lambda y: (y * 2).relu())
+
+    def fn(x, w, wq, wk, y):
+        h = _rms(x, w)
+        z = region(region(y))
+        return h @ wq, h @ wk, z
+
+    shapes = ((1024, 512), (512,), (512, 256), (512, 128), (64, 128))
+    _, lx = _compile(lambda *a: _qkv(*a[:4]), _args(*shapes), report)
+    assert lx["kept"] == 1  # without the call the norm's output stays in LX
+    torch._dynamo.reset()
+    graphs, lx = _compile(fn, _args(*shapes), report)
+    assert any(dict(g.meta).get("calls_subgraphs") for g in graphs)
+    assert lx["kept"] == 0 and lx["stores_elided"] == 0
+
+
 def test_a_kernel_the_planner_cannot_see_into_keeps_the_store(report) -> None:
     """The norm's output is also read by the hand-written attention kernel (run
     outside the graph's programs): the value must still reach DRAM."""
