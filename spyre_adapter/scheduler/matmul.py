@@ -30,6 +30,7 @@ from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
+from spyre_adapter.scheduler.matmul_program import tile_loops
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 
 
@@ -271,16 +272,66 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
 @dataclasses.dataclass
 class _Built:
     """A built candidate program: its order of building, and its simulated time
-    once known (``bound``: what no simulation of it can undercut)."""
+    once known (``bound``: what no simulation of it can undercut). A large
+    candidate is timed from two simulated prefixes (:func:`extrapolated_ns`)
+    and built whole only when it is chosen (``program`` None until then)."""
 
     index: int
-    program: Program
+    program: Program | None
     bound: float
     time: float | None = None
     grid: Grid | None = None
     cost: Cost | None = None
     #: whether ``time`` is simulated (a lone last candidate is not: its bound stands in)
     simulated: bool = False
+    #: whether ``time`` is extrapolated from simulated prefixes of the program
+    extrapolated: bool = False
+
+
+#: Candidates the closed form puts at this many steps (all cores) or more are timed
+#: by extrapolating two simulated prefixes of their program, not simulated whole.
+EXTRAPOLATE_MIN_STEPS = 150_000
+
+
+def prefix_tiles(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, tuple[int, int, int]] | None:
+    """(output tiles per core, three prefixes in tiles) for timing the program of
+    ``g`` from its prefixes, or None when it is too short to gain from it. The
+    prefixes end on whole passes of the stationary panel after the first two
+    (two tiles when nothing is stationary):
+    with the first pass in (its tiles wait for the panel's loads) a difference
+    of two prefixes was up to 2.8 % off one steady pass, and within a pass the
+    time per tile is not steady at all (11 % off)."""
+    tiles, period = tile_loops(s, g, m)
+    step = max(2, period)  # with nothing stationary, two tiles a step
+    cuts = (2 * step, 3 * step, 4 * step)
+    return (tiles, cuts) if sum(cuts) < tiles else None
+
+
+#: Most two successive passes' simulated times may differ (relative) for a
+#: program to be timed by extrapolating them.
+STEADY_TOLERANCE = 0.005
+
+
+def extrapolated_ns(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int],
+                    name: str, share: bool, plan: MatmulPlan) -> float | None:
+    """The simulated time of the program of grid ``g``, from three of its prefixes
+    (every core's first output tiles): the last two differ by one pass, which
+    times each pass left. The first two must differ by as much (the program is
+    in its steady state), else the answer is None, as it is for a program too
+    short for prefixes (:func:`prefix_tiles`): then simulate it whole. Within
+    1 % of the whole program's simulation where both were run (test_matmul.py),
+    at about half the cost of building and simulating it. (The store times of
+    one prefix's events are no substitute: cores drift, and a pass read off
+    them was up to 16 % off.)"""
+    cut = prefix_tiles(s, g, m)
+    if cut is None:
+        return None
+    tiles, (p1, p2, p3) = cut
+    t1, t2, t3 = (simulate(build_program(kernel, s, g, m, sizes, name, share, plan, tiles=p), m,
+                           keep_events=False).total_ns for p in (p1, p2, p3))
+    if abs((t3 - t2) - (t2 - t1)) > STEADY_TOLERANCE * (t3 - t2):
+        return None
+    return t3 + (tiles - p3) * (t3 - t2) / (p3 - p2)
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -356,6 +407,14 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             tried.add(first.index)
             if first.time is None:
                 first.time = first.bound  # the last one left: only ``tried`` reads it again
+            if first.program is None:  # timed from prefixes: built whole now it is chosen
+                assert first.grid is not None and first.cost is not None
+                try:
+                    first.program = build_program(kernel, s, first.grid, m, sizes, name, share and not naive,
+                                                  plan_of(first.grid, first.cost), a_held)
+                except DoesNotFit as exc:
+                    reasons.append(str(exc))
+                    continue
             bad = first_violation(first.program, m, numels)
             if bad is not None:
                 reasons.append(str(bad))
@@ -375,6 +434,11 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         try:
+            if not a_held and c.instrs * g.cores >= EXTRAPOLATE_MIN_STEPS:
+                t = extrapolated_ns(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c))
+                if t is not None:
+                    built.append(_Built(next(order), None, t, t, g, c, simulated=True, extrapolated=True))
+                    continue
             prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
         except DoesNotFit as exc:
             reasons.append(str(exc))
@@ -388,6 +452,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                          reasons[:2] or ["no candidate"])
     if not naive and not a_held:
         best = _polish(kernel, s, m, sizes, name, share, ranked, best, numels, plan_of)
+    assert best.program is not None  # settle builds what it returns
     return best.program
 
 
@@ -410,19 +475,25 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
                    and c2.instrs <= min(POLISH_GROWTH * best.cost.instrs, POLISH_MAX_INSTRS)
                    and _stick_exclusive(kernel, s, g2, m, sizes)),
                   key=lambda gc: gc[1].total_ns)[:POLISH]
+    assert best.program is not None
     if same and not best.simulated:  # settle does not simulate a lone candidate
         best.time, best.simulated = simulate(best.program, m, keep_events=False).total_ns, True
     for g2, c2 in same:
+        assert best.time is not None
         try:
+            large = c2.instrs * g2.cores >= EXTRAPOLATE_MIN_STEPS
+            t = extrapolated_ns(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2)) if large else None
+            if t is not None and t >= best.time:
+                continue
             prog = build_program(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
         except DoesNotFit:
             continue
-        assert best.time is not None
-        if lower_bound_ns(prog, m) >= best.time or first_violation(prog, m, numels) is not None:
+        if t is None and lower_bound_ns(prog, m) >= best.time or first_violation(prog, m, numels) is not None:
             continue
-        t = simulate(prog, m, keep_events=False).total_ns
+        if t is None:
+            t = simulate(prog, m, keep_events=False).total_ns
         if t < best.time:
-            best = _Built(-1, prog, t, t, g2, c2, simulated=True)
+            best = _Built(-1, prog, t, t, g2, c2, simulated=True, extrapolated=large)
     return best
 
 

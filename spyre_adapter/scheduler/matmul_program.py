@@ -28,7 +28,7 @@ from spyre_adapter.model.program import (CoreProgram, DmaLoad, DmaStore, MatmulP
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 from spyre_adapter.scheduler.step_bodies import accumulate, epilogue
 
-__all__ = ["build"]
+__all__ = ["build", "tile_loops"]
 
 
 class _View:
@@ -140,7 +140,12 @@ class _Emitter:
         kts = [(k0 + i, min(tk, k1 - k0 - i)) for i in range(0, k1 - k0, tk)]
         pairs = [(mt, nt) for nt in nts for mt in mts] if g.order == "b" else [(mt, nt) for mt in mts for nt in nts]
         steps: list[tuple] = []
+        if self.tiles is not None:  # a prefix of the program: its first output tiles
+            per_batch = max(1, len(pairs))
+            b1 = min(b1, b0 + -(-self.tiles // per_batch))
         for bi in range(b0, b1):
+            if self.tiles is not None:
+                pairs = pairs[:self.tiles - (bi - b0) * per_batch]
             seen_a: set[int] = set()
             seen_b: set[int] = set()
             for mt, nt in pairs:
@@ -396,12 +401,25 @@ def per_core(s: Any, g: Any, m: Machine) -> tuple[int, int, int, int]:
     return -(-s.batch // g.gb), -(-s.m // g.gm), -(-n // min(stick, s.n)) * min(stick, s.n), -(-s.k // g.gk)
 
 
+def tile_loops(s: Any, g: Any, m: Machine) -> tuple[int, int]:
+    """The busiest core's output tiles, and how many of them one pass of its
+    stationary panel covers (the period its loop nest repeats with): the row
+    tiles under one column panel of B in order "b", the column tiles of one row
+    panel of A in order "a", 1 in order "c" (nothing stays)."""
+    bb, mb, nb, _ = per_core(s, g, m)
+    n_mt, n_nt = -(-mb // min(g.tm, mb)), -(-nb // min(g.tn, nb))
+    return bb * n_mt * n_nt, n_mt if g.order == "b" else n_nt if g.order == "a" else 1
+
+
 def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-          share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = ()) -> Program:
+          share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = (), tiles: int | None = None) -> Program:
     """The program of matmul ``kernel`` on grid ``g``; raises
     :class:`~.lx_alloc.LxFull` when its tiles do not fit. ``a_held``: shares of
-    the A operand an earlier kernel left in LX (each a run of whole rows)."""
+    the A operand an earlier kernel left in LX (each a run of whole rows).
+    ``tiles``: only every core's first ``tiles`` output tiles (a prefix of the
+    program, for timing extrapolation; it computes part of the output)."""
     e = _Emitter(kernel, s, g, m, sizes, share and not a_held)
+    e.tiles = tiles
     e.a_held = list(a_held)
     e.held_done = set()
     e.held_slots = {}

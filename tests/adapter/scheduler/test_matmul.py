@@ -90,3 +90,57 @@ def test_addmm_bias_broadcasts_from_any_shape(bias_shape) -> None:
     out, fallbacks = run_compiled(fn, (b, x, y))
     assert not fallbacks
     torch.testing.assert_close(out, fn(b, x, y), atol=1e-4, rtol=1e-4)
+
+
+def _grid_plan(g):
+    from spyre_adapter.model.program import MatmulPlan
+    return MatmulPlan((g.gb, g.gm, g.gn, g.gk), (g.tm, g.tn, g.tk), g.order, g.share, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("grid", [(1, 8, 1, 1, 64, 64, 64, "a"), (1, 16, 1, 1, 32, 128, 128, "a")])
+def test_a_time_extrapolated_from_prefixes_is_within_one_percent_of_the_whole_simulation(grid) -> None:
+    """8192 x 256 x 256 in A-stationary passes of 4 and 8 tiles per core: three
+    prefixes of the program time it within 1 % of simulating all of it."""
+    from spyre_adapter.model.timing import simulate
+    from spyre_adapter.scheduler.matmul import Grid, extrapolated_ns, prefix_tiles
+    from spyre_adapter.scheduler.matmul_program import build
+
+    kern = K.mm(8192, 256, 256)
+    s, g = shape_of(kern, {}), Grid(*grid[:7], True, grid[7])
+    assert prefix_tiles(s, g, DEFAULT) is not None
+    est = extrapolated_ns(kern, s, g, DEFAULT, {}, "mm", True, _grid_plan(g))
+    whole = simulate(build(kern, s, g, DEFAULT, {}, "mm", True, _grid_plan(g)), DEFAULT, keep_events=False).total_ns
+    assert est is not None and abs(est / whole - 1) < 0.01
+
+
+def test_a_program_whose_passes_are_not_steady_is_not_extrapolated() -> None:
+    """Two A panels per core row (8 x 2 cores): successive passes' times differ,
+    and the prefixes decline to time it (it is then simulated whole)."""
+    from spyre_adapter.scheduler.matmul import Grid, extrapolated_ns, prefix_tiles
+
+    kern = K.mm(8192, 256, 256)
+    s, g = shape_of(kern, {}), Grid(1, 8, 2, 1, 64, 64, 64, True, "a")
+    assert prefix_tiles(s, g, DEFAULT) is not None
+    assert extrapolated_ns(kern, s, g, DEFAULT, {}, "mm", True, _grid_plan(g)) is None
+
+
+def test_a_candidate_timed_from_prefixes_is_built_whole_when_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every candidate long enough timed from prefixes, the chosen program
+    still computes the whole product, and it is as fast as what whole
+    simulations choose (4 cores with 512 KiB of LX: 64 tiles a core)."""
+    from spyre_adapter.model.timing import simulate
+    from spyre_adapter.scheduler import matmul
+
+    m = Machine.from_spec("cores=4,lx_kib=512")
+    kern = K.mm(2048, 512, 512)
+    whole = plan_matmul(kern, m, {}, "mm")
+    monkeypatch.setattr(matmul, "EXTRAPOLATE_MIN_STEPS", 0)
+    calls = []
+    real = matmul.extrapolated_ns
+    monkeypatch.setattr(matmul, "extrapolated_ns", lambda *a: calls.append(real(*a)) or calls[-1])
+    p = plan_matmul(kern, m, {}, "mm")
+    assert any(t is not None for t in calls)  # some candidate was timed from prefixes
+    t_whole, t_p = (simulate(x, m, keep_events=False).total_ns for x in (whole, p))
+    assert t_p <= 1.01 * t_whole
+    got, want = K.run_program(p, kern, m)
+    K.assert_same(got, want, ["c"], atol=0.1, rtol=1e-2)
