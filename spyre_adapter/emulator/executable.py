@@ -327,14 +327,18 @@ class Executable:
             traced.compulsory = self.compulsory(q, launch.runs_on, launch.runs_sizes)
         compulsory = traced.compulsory
         dyn = tuple(sorted(launch.stats.dynamic_bytes.items()))
-        got = own.timing.get((compulsory, dyn))
+        # Events only for a report that keeps timelines (a trace): otherwise the
+        # time the planner already simulated for this program serves.
+        events = launch.target.report.keep_timelines
+        got = own.timing.get((compulsory, dyn, events))
         if got is None:
-            tl = d.timelines.get(dyn)
+            tl = d.timelines.get((dyn, events))
             if tl is None:
-                tl = d.timelines[dyn] = simulate(q, launch.target.machine, launch.stats.dynamic_bytes)
+                tl = d.timelines[(dyn, events)] = simulate(q, launch.target.machine, launch.stats.dynamic_bytes,
+                                                           keep_events=events)
             work = self.kind.work(self.kernel, launch.sizes)
-            got = own.timing[(compulsory, dyn)] = (tl, metrics.compute(p, tl, launch.target.machine, compulsory,
-                                                                       d.lx_peak, work))
+            got = own.timing[(compulsory, dyn, events)] = (tl, metrics.compute(p, tl, launch.target.machine,
+                                                                               compulsory, d.lx_peak, work))
         return got
 
     def record(self, launch: _Launch, timeline: Timeline, figures: metrics.Metrics) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Instruction, Lx, Program, Region
+from spyre_adapter.model.program import Instruction, Lx, Program, ProgramMemo, Region
 
 __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
 
@@ -500,11 +500,26 @@ class _Simulation:
                         self.ring_bytes, dict(self.core_end))
 
 
+#: Event-free timelines by program (identity) and machine: the planner, the
+#: residency pass and the first launch ask for the same program's time.
+_TIMES = ProgramMemo()
+
+
 def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int] | None = None,
              keep_events: bool = True) -> Timeline:
     """Simulate program ``p`` on machine ``m``. ``dynamic_bytes``: DRAM bytes of
-    gathers and scatters by (core, instruction index), as the functional pass counted them."""
-    return _Simulation(p, m, dynamic_bytes or {}, keep_events).run()
+    gathers and scatters by (core, instruction index), as the functional pass
+    counted them. Without events (``keep_events`` False) and without dynamic
+    bytes, a program simulated before on the same machine is not simulated
+    again (programs are immutable; the timeline is shared, read it only)."""
+    if keep_events or dynamic_bytes:
+        return _Simulation(p, m, dynamic_bytes or {}, keep_events).run()
+    known = _TIMES.get(p)
+    if known is not None and known[0] == m:
+        return known[1]
+    tl = _Simulation(p, m, {}, False).run()
+    _TIMES.put(p, (m, tl))
+    return tl
 
 
 def lower_bound_ns(p: Program, m: Machine) -> float:

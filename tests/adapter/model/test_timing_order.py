@@ -179,3 +179,18 @@ def test_a_stationary_panel_overlaps_like_its_mirror():
         p = build(kernel, s, g, DEFAULT, {}, "mm", True, MatmulPlan(grid, tile, order, True, 1.0, 0.0, 0))
         times[order] = timing.simulate(p, DEFAULT).total_ns
     assert times["a"] <= 1.01 * times["b"], times
+
+
+def test_a_program_is_simulated_once_per_machine_without_events() -> None:
+    """The planner, the residency pass and the first launch ask for the same
+    program's time: without events it is simulated once per machine; with
+    events (a trace) it is simulated again, to the same total."""
+    from spyre_adapter.model.machine import Machine
+
+    p = plan(gemm_kernel("g", 256, 256, 256), DEFAULT, {})
+    first = timing.simulate(p, DEFAULT, keep_events=False)
+    assert timing.simulate(p, DEFAULT, keep_events=False) is first and not first.events
+    traced = timing.simulate(p, DEFAULT)
+    assert traced is not first and traced.events and traced.total_ns == first.total_ns
+    slower = Machine.from_spec("sustained_mac_per_ns_per_core=100")
+    assert timing.simulate(p, slower, keep_events=False).total_ns > first.total_ns
