@@ -108,6 +108,10 @@ def register(subparsers: Any) -> None:
                         "instruction with the LX and DRAM ranges it reads and writes (its folder must exist; "
                         "default: none)")
     p.add_argument("--top", type=int_range(0), default=12, metavar="N", help="kernels shown in the table")
+    p.add_argument("--nested-regions", action="store_true",
+                   help="llama-tiny / granite-tiny: mark the decoder layer as a nested compile region "
+                        "(torch.compiler.nested_compile_region): one whole graph, the layer traced, lowered "
+                        "and planned once and called per layer (compile time no longer grows with --layers)")
     p.add_argument("--atol", type=float_range(0.0), metavar="X",
                    help="max abs error allowed vs CPU eager (default by dtype: fp16 0.05, bf16 0.25, fp32 0.001)")
     hf = p.add_argument_group("transformers models (--model hf:<family> or --hf-config)")
@@ -161,6 +165,13 @@ def check_run(args: argparse.Namespace) -> None:
         if set(rule.fields) <= used and not rule.ok(sizes):
             field = next((f for f in rule.blame if f in given), rule.blame[0])
             raise ArgError(_OPTION[field], sizes[field], f"expected {rule.accepted(sizes)}")
+    if args.nested_regions and (hf or "layers" not in MODEL_SIZES[args.model]):
+        raise ArgError("--nested-regions", args.model, "applies to the built-in models with decoder layers: "
+                       + ", ".join(m for m, f in MODEL_SIZES.items() if "layers" in f and not m.startswith("hf:")))
+    if args.nested_regions:
+        import torch  # only asked when the option is given: parsing stays torch-free
+        if not hasattr(torch.compiler, "nested_compile_region"):
+            raise ArgError("--nested-regions", torch.__version__, "a torch with torch.compiler.nested_compile_region")
     if args.tp > 1:
         _check_tp(args, given)
     outputs = [(opt, getattr(args, opt.lstrip("-"), None)) for opt in ("--trace", "--json", "--listing")]

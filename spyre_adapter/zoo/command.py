@@ -48,13 +48,14 @@ class RunOptions:
     top: int = 12
     atol: float | None = None
     sizes: dict[str, int] = dataclasses.field(default_factory=dict)
+    nested_regions: bool = False
 
 
 def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Compile and run; return the result check and the device report
     (``progress`` is told each stage)."""
     dtype = DTYPES[opts.dtype]
-    cfg = dataclasses.replace(models.ModelConfig(), **opts.sizes)
+    cfg = dataclasses.replace(models.ModelConfig(), **opts.sizes, nested_regions=opts.nested_regions)
     machine = Machine.from_spec(opts.machine)
     set_machine(machine)
     compiler.install()
@@ -172,7 +173,8 @@ def command(args: argparse.Namespace) -> int:
     if is_hf(args):
         return _command_hf(args)
     opts = RunOptions(model=args.model, dtype=args.dtype or "fp16", machine=args.machine, trace=args.trace,
-                      json_path=args.json, listing=args.listing, top=args.top, atol=args.atol, sizes=sizes_of(args))
+                      json_path=args.json, listing=args.listing, top=args.top, atol=args.atol, sizes=sizes_of(args),
+                      nested_regions=args.nested_regions)
     try:
         return main_run(opts)
     except Exception as exc:

@@ -61,6 +61,22 @@ def test_run_other_models_and_machine_override(tmp_path: Path) -> None:
     assert max(k["cores"] for k in data["kernels"]) <= 8
 
 
+def test_nested_regions_lower_the_layer_once_and_call_it_per_layer(tmp_path: Path) -> None:
+    runs = {}
+    for flag in ((), ("--nested-regions",)):
+        out = tmp_path / f"run{len(flag)}.json"
+        res = _cli("run", "--model", "llama-tiny", *SMALL, "--layers", "3", *flag, "--json", str(out))
+        assert res.returncode == 0, res.stdout + res.stderr
+        runs[bool(flag)] = json.loads(out.read_text())
+    nested, plain = runs[True], runs[False]
+    assert nested["passed"] and nested["config"]["nested_regions"] and not plain["config"]["nested_regions"]
+    # one layer's kernels generated for three layers; every layer's launched
+    assert nested["device"]["kernels_generated"] < plain["device"]["kernels_generated"]
+    assert nested["device"]["launches"] > nested["device"]["kernels_generated"]
+    assert nested["device"]["fallbacks"] == {} and nested["device"]["eager_ops"] == 0
+    assert nested["device"]["graphs"] == 2 and plain["device"]["graphs"] == 1
+
+
 def test_a_machine_too_small_for_a_kernel_names_the_kernel_and_the_limit(tmp_path: Path) -> None:
     # Twice on one Inductor cache: the second run loads the graph from the cache
     # (no kernel is compiled) and must still refuse the machine.
