@@ -151,17 +151,29 @@ class _Packed:
     scope: str = "tile"
 
 
+#: A static footprint spanning over SPARSE_RATIO times the elements it touches,
+#: plus SPARSE_SLACK, is gathered element by element rather than loaded as one window.
+SPARSE_RATIO, SPARSE_SLACK = 4, 4096
+
+
 @dataclasses.dataclass
 class _Geom:
     kind: str  # "affine" | "static" | "indirect" | "empty"
     lo: int = 0
     hi: int = 0  # one past the last element
+    #: elements touched; of a "static" footprint counted only when :func:`sparse`
+    #: could hold (else a bound: the tile's index count, at most the span)
     touched: int = 0
     start: int = 0
     coeffs: tuple[int, ...] = ()
     shape: tuple[int, ...] = ()
     #: a masked load's box within the tile: per dim (offset from the tile's start, extent)
     clip: tuple[tuple[int, int], ...] = ()
+
+
+def sparse(g: _Geom) -> bool:
+    """Whether a static footprint is too sparse to load as one window (gather it)."""
+    return g.kind == "static" and g.hi - g.lo > SPARSE_RATIO * max(g.touched, 1) + SPARSE_SLACK
 
 
 class CoreState:
@@ -337,7 +349,11 @@ class Placement:
             if idx.numel() == 0:
                 return _Geom("empty", shape=shape)
         lo, hi = int(idx.min()), int(idx.max()) + 1
-        touched = int(torch.unique(idx).numel()) if idx.numel() < 1 << 22 else idx.numel()
+        # Counting distinct indices sorts them (a third of loop planning in a full-size
+        # layer); a span within SPARSE_RATIO times the indices' count cannot be sparse.
+        n = idx.numel()
+        dense = hi - lo <= SPARSE_RATIO * n + SPARSE_SLACK or n >= 1 << 22
+        touched = min(n, hi - lo) if dense else int(torch.unique(idx).numel())
         return _Geom("static", lo, hi, touched, shape=shape)
 
     def window_bounds(self, buf: str, lo: int, hi: int) -> tuple[int, int]:

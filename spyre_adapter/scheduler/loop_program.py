@@ -45,7 +45,7 @@ from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, CorePro
                                          Operand, Program, Region, Resident, RingRecv, RingSend, Vec, itemsize)
 from spyre_adapter.scheduler.analysis import boxes
 from spyre_adapter.scheduler.loop_layout import (CoreState, Hold, LoopDivision, NeedsPhases, Placement, Window,
-                                                 chunk_bounds, row_ranges, split_box)
+                                                 chunk_bounds, row_ranges, sparse, split_box)
 from spyre_adapter.scheduler.lx_alloc import SlotView, allocate
 
 __all__ = ["LoopDivision", "Hold", "build", "split_box", "chunk_bounds", "row_ranges", "NeedsPhases"]
@@ -76,7 +76,7 @@ class _Builder(Placement):
             if acc.store:
                 continue
             g = self.geometry(info, acc, tile)
-            if g.kind == "indirect" or (g.kind == "static" and (g.hi - g.lo) > 4 * max(g.touched, 1) + 4096):
+            if g.kind == "indirect" or sparse(g):
                 irregular.append(acc)
                 continue
             operands[acc.pos] = self.load_operand(core, k, acc, g)
