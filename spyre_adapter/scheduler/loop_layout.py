@@ -349,7 +349,7 @@ class Placement:
             if idx.numel() == 0:
                 return _Geom("empty", shape=shape)
         lo, hi = int(idx.min()), int(idx.max()) + 1
-        # Counting distinct indices sorts them (a third of loop planning in a full-size
+        # Counting distinct indices sorts them (about a quarter of loop planning in a full-size
         # layer); a span within SPARSE_RATIO times the indices' count cannot be sparse.
         n = idx.numel()
         dense = hi - lo <= SPARSE_RATIO * n + SPARSE_SLACK or n >= 1 << 22

@@ -273,8 +273,8 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
 class _Built:
     """A built candidate program: its order of building, and its simulated time
     once known (``bound``: what no simulation of it can undercut). A large
-    candidate is timed from two simulated prefixes (:func:`extrapolated_ns`)
-    and built whole only when it is chosen (``program`` None until then)."""
+    candidate is timed from simulated prefixes (:func:`extrapolated_ns`) and
+    built whole only when it is chosen (``program`` None until then)."""
 
     index: int
     program: Program | None
@@ -284,12 +284,10 @@ class _Built:
     cost: Cost | None = None
     #: whether ``time`` is simulated (a lone last candidate is not: its bound stands in)
     simulated: bool = False
-    #: whether ``time`` is extrapolated from simulated prefixes of the program
-    extrapolated: bool = False
 
 
 #: Candidates the closed form puts at this many steps (all cores) or more are timed
-#: by extrapolating two simulated prefixes of their program, not simulated whole.
+#: by extrapolating simulated prefixes of their program, not simulated whole.
 EXTRAPOLATE_MIN_STEPS = 150_000
 
 
@@ -332,6 +330,14 @@ def extrapolated_ns(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, s
     if abs((t3 - t2) - (t2 - t1)) > STEADY_TOLERANCE * (t3 - t2):
         return None
     return t3 + (tiles - p3) * (t3 - t2) / (p3 - p2)
+
+
+def _prefix_time(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
+                 sizes: Mapping[sympy.Symbol, int], name: str, share: bool, plan: MatmulPlan) -> float | None:
+    """:func:`extrapolated_ns` for a candidate long enough to gain from it, else None."""
+    if c.instrs * g.cores < EXTRAPOLATE_MIN_STEPS:
+        return None
+    return extrapolated_ns(kernel, s, g, m, sizes, name, share, plan)
 
 
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -434,11 +440,10 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         try:
-            if not a_held and c.instrs * g.cores >= EXTRAPOLATE_MIN_STEPS:
-                t = extrapolated_ns(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c))
-                if t is not None:
-                    built.append(_Built(next(order), None, t, t, g, c, simulated=True, extrapolated=True))
-                    continue
+            t = None if a_held else _prefix_time(kernel, s, g, c, m, sizes, name, share and not naive, plan_of(g, c))
+            if t is not None:
+                built.append(_Built(next(order), None, t, t, g, c, simulated=True))
+                continue
             prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
         except DoesNotFit as exc:
             reasons.append(str(exc))
@@ -481,19 +486,18 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
     for g2, c2 in same:
         assert best.time is not None
         try:
-            large = c2.instrs * g2.cores >= EXTRAPOLATE_MIN_STEPS
-            t = extrapolated_ns(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2)) if large else None
+            t = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
             if t is not None and t >= best.time:
                 continue
             prog = build_program(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
         except DoesNotFit:
             continue
-        if t is None and lower_bound_ns(prog, m) >= best.time or first_violation(prog, m, numels) is not None:
+        if (t is None and lower_bound_ns(prog, m) >= best.time) or first_violation(prog, m, numels) is not None:
             continue
         if t is None:
             t = simulate(prog, m, keep_events=False).total_ns
         if t < best.time:
-            best = _Built(-1, prog, t, t, g2, c2, simulated=True, extrapolated=large)
+            best = _Built(-1, prog, t, t, g2, c2, simulated=True)
     return best
 
 
