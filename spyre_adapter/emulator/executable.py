@@ -39,6 +39,7 @@ from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.kinds import KernelKind
+from spyre_adapter.model.loop_steps import instructions
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program, itemsize
 from spyre_adapter.model.timing import Timeline, simulate
@@ -311,7 +312,8 @@ class Executable:
         """The launch's outputs equal the reference semantics' (outputs kept in LX
         and never stored are not compared: DRAM never sees them)."""
         p = launch.planned.program
-        stored = {b for c in p.cores for i in c.instrs if isa.step(i).dma == "out" for b in isa.dram_buffers(i)[1]}
+        stored = {b for c in p.cores for i in instructions(c.instrs) if isa.step(i).dma == "out"
+                  for b in isa.dram_buffers(i)[1]}
         kept = {r.buffer for r in p.lx_out if r.buffer not in stored}
         _compare(p.name, launch.buffers, {k: v for k, v in expected.items() if k not in kept})
 
@@ -358,7 +360,7 @@ class Executable:
         for r in p.lx_in:
             total -= (r.hi - r.lo) * itemsize(r.dtype)
         written = {b.name for b in p.kernel.buffers if b.role in ("output", "inout")}
-        stored = {(c.core, b) for c in p.cores for i in c.instrs if isa.step(i).dma == "out"
+        stored = {(c.core, b) for c in p.cores for i in instructions(c.instrs) if isa.step(i).dma == "out"
                   for b in isa.dram_buffers(i)[1]}
         for r in p.lx_out:  # a share kept in LX and never stored: its write is not DRAM traffic
             if r.buffer in written and (r.core, r.buffer) not in stored:

@@ -33,6 +33,7 @@ from spyre_adapter.emulator.lx_state import LxState
 from spyre_adapter.model import isa
 from spyre_adapter.model.checker_rules import enabled
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.loop_steps import instructions
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
 from spyre_adapter.model.program import DmaScatter, Lx, Program, itemsize
 from spyre_adapter.model.rules import buffer_dtypes
@@ -74,7 +75,7 @@ class Execution:
     def scattered(self) -> frozenset[str]:
         """Buffers some step scatters to without accumulating: the only ones whose
         gathers the dynamic race rule needs (asked by checked gathers only)."""
-        return frozenset(ins.buffer for c in self.p.cores for ins in c.instrs
+        return frozenset(ins.buffer for c in self.p.cores for ins in instructions(c.instrs)
                          if isinstance(ins, DmaScatter) and not ins.accumulate)
 
     def dram(self, name: str) -> torch.Tensor:
@@ -105,7 +106,7 @@ class Execution:
         """The round schedule: each round, every core whose next step can start;
         yields its batches, which the caller must run (or account for: a ring
         receive can start once ``(tag, core)`` is in ``inbox``) before resuming."""
-        streams = {c.core: c.instrs for c in self.p.cores if c.instrs}
+        streams = {c.core: c.steps for c in self.p.cores if c.instrs}
         pcs = {c: 0 for c in streams}
         members: dict[int, set[int]] = defaultdict(set)
         for c, s in streams.items():
@@ -169,7 +170,7 @@ class Execution:
         held = [(r.core, r.addr, r.addr + (r.hi - r.lo) * itemsize(r.dtype)) for r in self.p.lx_in]
         for c in self.p.cores:
             keep = [(lo, hi) for core, lo, hi in held if core == c.core]
-            later = sorted(((a.first, a.addr, a.nbytes) for a in c.allocs if a.first > 0
+            later = sorted(((a.first, a.addr, a.nbytes) for a in c.alloc_table if a.first > 0
                             and not any(lo < a.addr + a.nbytes and a.addr < hi for lo, hi in keep)), reverse=True)
             if later:
                 out[c.core] = later

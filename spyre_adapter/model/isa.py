@@ -31,10 +31,11 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.model.costs import pe_ns, vec_cycles
+from spyre_adapter.model.loop_steps import count, map_code
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import (AddrGen, Barrier, Box, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
-                                         Instruction, Lx, Operand, Pe, Program, Region, RingRecv, RingSend, Vec,
-                                         itemsize)
+from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, Combine, DmaGather, DmaLoad, DmaScatter,
+                                         DmaStore, Instruction, Loop, Lx, Operand, Pe, Program, Region, RingRecv,
+                                         RingSend, Vec, itemsize)
 from spyre_adapter.model.traffic import region_sticks
 
 __all__ = ["Step", "Checks", "ISA", "STEP_TYPES", "step", "views", "map_views", "lx_accesses", "dram_accesses",
@@ -616,7 +617,7 @@ def with_buffers(p: Program, names: dict[str, str], kernel: Any, bodies: tuple[k
     def held(rs: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer)) for r in rs)
 
-    cores = tuple(dataclasses.replace(c, instrs=tuple(renamed(i, names) for i in c.instrs)) for c in p.cores)
+    cores = tuple(dataclasses.replace(c, instrs=map_code(c.instrs, lambda i: renamed(i, names))) for c in p.cores)
     workspace = tuple((names.get(n, n), dt, k) for n, dt, k in p.workspace)
     return dataclasses.replace(p, kernel=kernel, bodies=bodies, cores=cores, workspace=workspace,
                                lx_in=held(p.lx_in), lx_out=held(p.lx_out))
@@ -624,7 +625,9 @@ def with_buffers(p: Program, names: dict[str, str], kernel: Any, bodies: tuple[k
 
 def listing(p: Program, max_instrs: int | None = None) -> str:
     """An assembly-style listing: the plan, then per core each step with what it
-    reads and writes (``max_instrs`` per core, default all)."""
+    reads and writes (``max_instrs`` lines per core, default all). A loop is
+    shown as a loop: its trip count, the integers it advances each iteration,
+    then its body indented, its first iteration's values shown."""
     lines = [f"; program {p.name} ({p.kind}) on {p.cores_used} core(s): {p.plan}"]
     for r in p.lx_in:
         lines.append(f"; lx_in  core {r.core}: {r.buffer}[{r.lo}:{r.hi}] at {r.addr:#08x}")
@@ -633,13 +636,34 @@ def listing(p: Program, max_instrs: int | None = None) -> str:
     for c in p.cores:
         if not c.instrs:
             continue
-        lines.append(f"core {c.core}:")
-        for a in c.allocs:
-            lines.append(f"  .alloc {a.name:<24} {a.addr:#08x} {a.nbytes:>8} B  steps {a.first}-{a.last}")
-        shown = c.instrs if max_instrs is None else c.instrs[:max_instrs]
-        for n, ins in enumerate(shown):
-            op, rd, wr = describe(ins, p.bodies)
-            lines.append(f"  {n:5d}  {op:<40} {rd:<60} -> {wr}")
-        if max_instrs is not None and len(c.instrs) > max_instrs:
-            lines.append(f"  ... {len(c.instrs) - max_instrs} more")
+        lines.append(f"core {c.core}:" + (f"  ({c.n_steps} steps unrolled)" if c.looped else ""))
+        for seq in (c.allocs, c.instrs):
+            body: list[str] = []
+            _list_code(seq, p.bodies, 0, [0], body)
+            shown = body if max_instrs is None else body[:max_instrs]
+            lines.extend(shown)
+            if len(shown) < len(body):
+                lines.append(f"  ... {len(body) - len(shown)} more")
     return "\n".join(lines)
+
+
+def _list_code(code: Sequence[Any], bodies: Sequence[kir.LoopKernel], depth: int, step: list[int],
+               out: list[str]) -> None:
+    pad = "  " * (depth + 1)
+    for x in code:
+        if isinstance(x, Loop):
+            moves = ", ".join(f"{j}.{k}{st:+d}" for j, k, st in x.advance)
+            after = f"; after it {', '.join(f'+{q}.{k}{st:+d}' for q, k, st in x.after)}" if x.after else ""
+            out.append(f"{pad}{step[0]:5d}  loop {x.trips} x {len(x.body)} step(s)"
+                       f"{f'  advancing {moves}' if moves else ''}{after}")
+            first = step[0]
+            _list_code(x.body, bodies, depth + 1, step, out)
+            step[0] = first + x.trips * count(x.body)
+            out.append(f"{pad}       end loop")
+        elif isinstance(x, Alloc):
+            out.append(f"{pad}.alloc {x.name:<24} {x.addr:#08x} {x.nbytes:>8} B  steps {x.first}-{x.last}")
+            step[0] += 1
+        else:
+            op, rd, wr = describe(x, bodies)
+            out.append(f"{pad}{step[0]:5d}  {op:<40} {rd:<60} -> {wr}")
+            step[0] += 1

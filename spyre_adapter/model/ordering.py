@@ -95,7 +95,7 @@ def order_of(p: Program) -> Order:
 
 
 def _order_of(p: Program) -> Order:
-    streams = {c.core: c.instrs for c in p.cores if c.instrs}
+    streams = {c.core: c.steps for c in p.cores if c.instrs}
     cores = list(streams)
     slot = {c: k for k, c in enumerate(cores)}
     n = len(cores)

@@ -16,6 +16,8 @@ typed instructions over its LX scratchpad (byte addresses) and the card's DRAM
   partials; :class:`AddrGen` computes the DRAM indices of irregular accesses.
 * :class:`Pe` multiplies LX tiles on the PE arrays, accumulating in fp32.
 * :class:`Barrier` orders cores' DRAM accesses within the kernel.
+* :class:`Loop` runs a body of steps several times, their addresses advanced
+  by constant steps each iteration (:mod:`spyre_adapter.model.loops`).
 
 Everything is a frozen dataclass; :func:`to_json` / :func:`from_json` round-trip
 a program without evaluating any text. What each step type reads, writes,
@@ -40,16 +42,20 @@ from spyre_shims import jsonform
 from spyre_shims import kernel_ir as kir
 from spyre_shims.ops import torch_dtype
 
+from spyre_adapter.model.loop_steps import MAX_TRIPS, LoopBase, count, expand, instructions, leaves, max_depth
+
 __all__ = [
     "PROGRAM_VERSION", "Box", "Region", "Lx", "Operand", "DmaLoad", "DmaStore", "DmaGather", "DmaScatter",
-    "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Alloc", "CoreProgram",
+    "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Loop", "Code",
+    "Alloc", "CoreProgram",
     "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "Plan", "Program", "ProgramFormatError",
     "to_json", "from_json", "itemsize", "ProgramMemo",
 ]
 
 #: Bumped when the JSON form changes; readers reject other versions
-#: (3: a candidate division holds its row cores and reduction split, not a label).
-PROGRAM_VERSION = 3
+#: (3: a candidate division holds its row cores and reduction split, not a label;
+#: 4: loops in a core's stream).
+PROGRAM_VERSION = 4
 
 #: (start, stop) per dimension.
 Box = tuple[tuple[int, int], ...]
@@ -288,12 +294,58 @@ class Alloc:
 
 
 @dataclasses.dataclass(frozen=True)
+class Loop(LoopBase):
+    """Run ``body`` ``trips`` times. In iteration ``i`` body step ``j`` runs with
+    its advancing integer ``k`` (addresses, offsets, tags, tile positions: see
+    :mod:`spyre_adapter.model.loops`) moved by ``i * step`` for each ``(j, k,
+    step)`` of ``advance``. ``after`` moves the steps that follow the loop in
+    its stream: ``(q, k, step)`` adds ``trips * step`` to integer ``k`` of the
+    ``q``-th step after it (what the loop left in the address registers).
+    A core's allocation table folds the same way (a loop of :class:`Alloc`)."""
+
+    trips: int
+    body: tuple[Union[Instruction, Alloc, Loop], ...]
+    advance: tuple[tuple[int, int, int], ...] = ()
+    after: tuple[tuple[int, int, int], ...] = ()
+
+
+#: A step of a core's stream as stored: an instruction or a loop of them.
+Code = Union[Instruction, Loop]
+
+
+@dataclasses.dataclass(frozen=True)
 class CoreProgram:
-    """One core's instruction stream."""
+    """One core's instruction stream: ``instrs`` as stored (it may hold
+    :class:`Loop` steps), :attr:`steps` unrolled. Allocation step ranges count
+    unrolled steps."""
 
     core: int
-    instrs: tuple[Instruction, ...]
-    allocs: tuple[Alloc, ...] = ()
+    instrs: tuple[Code, ...]
+    allocs: tuple[Union[Alloc, Loop], ...] = ()
+
+    @functools.cached_property
+    def alloc_table(self) -> tuple[Alloc, ...]:
+        """The allocation table with its loops unrolled."""
+        if not any(isinstance(a, Loop) for a in self.allocs):
+            return self.allocs  # type: ignore[return-value]
+        return tuple(expand(self.allocs))
+
+    @functools.cached_property
+    def looped(self) -> bool:
+        """Whether the stream holds a loop."""
+        return any(isinstance(x, Loop) for x in self.instrs)
+
+    @functools.cached_property
+    def steps(self) -> tuple[Instruction, ...]:
+        """The stream with its loops unrolled (the stream itself when it has none)."""
+        if not self.looped:
+            return self.instrs  # type: ignore[return-value]
+        return tuple(expand(self.instrs))
+
+    @functools.cached_property
+    def n_steps(self) -> int:
+        """Steps with loops unrolled, without unrolling them."""
+        return count(self.instrs) if self.looped else len(self.instrs)
 
     def spliced(self, at: int, remove: int = 0, insert: Sequence[Instruction] = ()) -> CoreProgram:
         """The stream with ``remove`` steps from ``at`` replaced by ``insert``, its
@@ -307,9 +359,9 @@ class CoreProgram:
             return max(at, i + shift) if i < at + remove else i + shift
 
         allocs = tuple(dataclasses.replace(a, first=moved(a.first) if a.first >= 0 else a.first,
-                                           last=moved(a.last) if a.last >= 0 else a.last) for a in self.allocs)
-        return dataclasses.replace(self, instrs=self.instrs[:at] + tuple(insert) + self.instrs[at + remove:],
-                                   allocs=allocs)
+                                           last=moved(a.last) if a.last >= 0 else a.last) for a in self.alloc_table)
+        steps = self.steps
+        return dataclasses.replace(self, instrs=steps[:at] + tuple(insert) + steps[at + remove:], allocs=allocs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -432,7 +484,7 @@ class ProgramFormatError(jsonform.FormatError):
 # ------------------------------------------------------------------ JSON
 
 _TYPES = (Region, Lx, Operand, DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen,
-          Pe, Barrier, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)
+          Pe, Barrier, Loop, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)
 
 
 def to_json(p: Program) -> str:
@@ -468,13 +520,48 @@ def from_json(text: str) -> Program:
         bodies = tuple(kir.from_json(json.dumps(b)) for b in d["bodies"])
         if not all(isinstance(b, kir.LoopKernel) for b in bodies):
             raise ProgramFormatError("program.bodies: expected loop kernels")
-        rest = {k: jsonform.decode(v, hints[k], _TYPES, what=f"program.{k}")
+        rest = {k: jsonform.decode(v, hints[k], _TYPES, what=f"program.{k}", check=_check_loop)
                 for k, v in d.items() if k not in ("kernel", "bodies")}
         return Program(kernel=kernel, bodies=bodies, **rest)
     except ProgramFormatError:
         raise
     except (jsonform.FormatError, TypeError, ValueError) as exc:
         raise ProgramFormatError(str(exc)) from None
+
+
+#: Loops a stored program may nest, and steps one core's stream may unroll to.
+MAX_LOOP_DEPTH = 4
+MAX_STEPS = 1 << 31
+
+
+def _check_after(seq: Sequence[Any]) -> None:
+    for pos, x in enumerate(seq):
+        if isinstance(x, Loop):
+            for q, k, _ in x.after:
+                if not (0 <= pos + 1 + q < len(seq) and 0 <= k < len(leaves(seq[pos + 1 + q]))):
+                    raise ValueError(f"loop after-move ({q}, {k}) names no integer of a later step")
+
+
+def _check_loop(obj: Any) -> None:
+    """Loader bounds on a loop or a core's stream (raises ValueError)."""
+    if isinstance(obj, Loop):
+        if not 1 <= obj.trips <= MAX_TRIPS:
+            raise ValueError(f"loop trips {obj.trips} outside 1..{MAX_TRIPS}")
+        if max_depth(obj.body) >= MAX_LOOP_DEPTH:
+            raise ValueError(f"loops nested deeper than {MAX_LOOP_DEPTH}")
+        for j, k, _ in obj.advance:
+            if not (0 <= j < len(obj.body) and 0 <= k < len(leaves(obj.body[j]))):
+                raise ValueError(f"loop advance ({j}, {k}) names no integer of its body")
+        _check_after(obj.body)
+    elif isinstance(obj, CoreProgram):
+        if any(isinstance(x, Alloc) for x in instructions(obj.instrs)):
+            raise ValueError(f"core {obj.core}: an allocation among the instructions")
+        if not all(isinstance(x, Alloc) for x in instructions(obj.allocs)):
+            raise ValueError(f"core {obj.core}: an instruction in the allocation table")
+        for seq in (obj.instrs, obj.allocs):
+            _check_after(seq)
+            if count(seq) > MAX_STEPS:
+                raise ValueError(f"core {obj.core} unrolls to more than {MAX_STEPS} steps")
 
 
 class ProgramMemo:

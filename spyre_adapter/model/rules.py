@@ -15,16 +15,20 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.checker_rules import enabled, switched_off
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.loop_steps import advanced, leaf_labels
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
-from spyre_adapter.model.program import Alloc, CoreProgram, Instruction, Lx, Program, ProgramMemo, Region, itemsize
+from spyre_adapter.model.program import (Alloc, CoreProgram, Instruction, Loop, Lx, Program, ProgramMemo, Region,
+                                         itemsize)
+from spyre_adapter.model.timing import loop_counts, truncated
 from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
@@ -113,8 +117,8 @@ class _Allocations:
 
     def __init__(self, p: Program, c: CoreProgram) -> None:
         self.p, self.core = p, c.core
-        last = len(c.instrs) - 1
-        self.allocs = [(a, max(a.first, 0), last if a.last < 0 else a.last) for a in c.allocs]
+        last = c.n_steps - 1
+        self.allocs = [(a, max(a.first, 0), last if a.last < 0 else a.last) for a in c.alloc_table]
         # A sweep over the steps: each allocation against those still live when it
         # starts (a slot reused by a thousand tiles is a thousand allocations at
         # one address: comparing each with every other was quadratic).
@@ -173,6 +177,10 @@ def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order
 
 
 def _static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order | None) -> dict[int, int]:
+    if any(c.looped for c in p.cores):
+        peaks = _looped_check(p, m, numels)
+        if peaks is not None:
+            return peaks
     order = order_of(p) if order is None else order
     c_ = _StaticChecks(p, m, numels)
     peaks: dict[int, int] = {}
@@ -181,7 +189,7 @@ def _static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Orde
         c_.core = c.core
         peak = max((hi for core, lo, hi in held if core == c.core), default=0)
         live = _Allocations(p, c) if c.allocs and enabled("allocations") else None
-        for step, ins in enumerate(c.instrs):
+        for step, ins in enumerate(c.steps):
             c_.step = step
             rec = isa.step(ins)
             if rec.sync == "barrier":
@@ -199,6 +207,117 @@ def _static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Orde
     if enabled("dram-races"):
         _check_dram_races(p, m, order, c_.accesses, c_.dtypes)
     return peaks
+
+
+#: Iterations of every loop the full rules run over when a looped program is
+#: checked without unrolling it (see :func:`_looped_check`).
+LOOP_WINDOW = 3
+
+
+def _looped_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int, int] | None:
+    """The static rules of a looped program without unrolling it, or None when
+    this shortcut does not apply (then every step is checked unrolled).
+
+    It applies when each looped core runs one top-level loop (and its allocation
+    table one loop), and no loop moves an LX address:
+    then iteration ``i >= 1`` sees the same LX and allocations as iteration 1,
+    and every rule over LX, allocations, barriers and the ring holds for all
+    iterations if it holds for the first :data:`LOOP_WINDOW` (checked unrolled).
+    DRAM offsets move by constant steps, so a region's bounds over the loop are
+    those of its first and last iteration (checked, with the steps after the
+    loop at its real trip count, and each core's span). Races: each core's DRAM
+    footprint over all iterations (a region with one more dimension) must be
+    apart from every other core's - no shared stick between stores, no load of a
+    stored byte - which rules out a race whatever the order; else None."""
+    trips = loop_counts(p)
+    if trips is None or min(trips) <= LOOP_WINDOW + 1:
+        return None
+    for c in p.cores:
+        for seq in (c.instrs, c.allocs):
+            for pos, x in enumerate(seq):
+                if isinstance(x, Loop) and not _lx_still(x, seq[pos + 1:]):
+                    return None
+    try:
+        peaks = _static_check(truncated(p, min(trips) - LOOP_WINDOW), m, numels, None)
+    except EmulatorError:
+        return None  # the unrolled check names the step
+    c_ = _StaticChecks(p, m, numels)
+    accesses: dict[str, list[Access]] = defaultdict(list)
+    for c in p.cores:
+        c_.core = c.core
+        for step, ins, times, moved in _ends(c.instrs):
+            c_.step = step
+            rec = isa.step(ins)
+            if rec.sync == "barrier":
+                continue
+            c_.views(ins)
+            rec.check(ins, c_)
+            moved_ = isa.transfer(ins)
+            if moved_ is not None and times:
+                r = moved_[0]
+                if moved:
+                    r = _swept(r, moved, times)
+                accesses[r.buffer].append((c.core, step, "r" if rec.dma == "in" else
+                                           "a" if getattr(ins, "accumulate", False) else "w", r))
+    for (core, buf), (lo, hi) in c_.spans.items():
+        nbytes = (hi - lo + 1) * itemsize(c_.dtypes[buf])
+        if nbytes > m.span_bytes_per_core:
+            return None
+    if enabled("dram-races"):
+        for buf, accs in accesses.items():
+            if any(a[2] != "r" for a in accs) and len({a[0] for a in accs}) > 1:
+                if not _Races(p, m, None, buf, itemsize(c_.dtypes[buf])).apart(accs):  # type: ignore[arg-type]
+                    return None
+    return peaks
+
+
+def _lx_still(loop: Loop, after: Sequence[Any]) -> bool:
+    """No LX address moves with the loop (in its body or after it), and loops of
+    allocations move only their step ranges."""
+    for j, k, _ in loop.advance:
+        label = leaf_labels(loop.body[j])[k]
+        if label in ("Lx.addr", "Alloc.addr") or label.endswith(".base"):
+            return False
+    for q, k, _ in loop.after:
+        label = leaf_labels(after[q])[k]
+        if label in ("Lx.addr", "Alloc.addr") or label.endswith(".base"):
+            return False
+    return not any(isinstance(x, Loop) for x in loop.body)
+
+
+def _ends(code: Sequence[Any]) -> Iterator[tuple[int, Any, int, int]]:
+    """(unrolled step, instruction, iterations it stands for, its region's offset
+    step per iteration) over a core's stream: what precedes the loop and what
+    follows it at the real trip count once each; each body step at its first
+    iteration, standing for all of them (with its offset step), and at its last."""
+    step = 0
+    pending: dict[int, list[tuple[int, int]]] = {}
+    for pos, x in enumerate(code):
+        moves = pending.pop(pos, None)
+        if moves:
+            x = advanced(x, moves, 1)
+        if not isinstance(x, Loop):
+            yield step, x, 1, 0
+            step += 1
+            continue
+        trips = x.trips
+        by_pos: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for j, k, st in x.advance:
+            by_pos[j].append((k, st))
+        for j, ins in enumerate(x.body):
+            offset_step = sum(st for k, st in by_pos.get(j, ()) if leaf_labels(ins)[k] == "Region.offset")
+            yield step + j, ins, trips, offset_step
+            yield step + (trips - 1) * len(x.body) + j, advanced(ins, by_pos.get(j, ()), trips - 1), 0, 0
+        step += trips * len(x.body)
+        for q, k, st in x.after:
+            pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
+
+
+def _swept(r: Region, step: int, times: int) -> Region:
+    """The elements ``r`` covers moved ``times`` times by ``step``: one more dimension."""
+    if step < 0:
+        return Region(r.buffer, r.offset + step * (times - 1), (times, *r.sizes), (-step, *r.strides))
+    return Region(r.buffer, r.offset, (times, *r.sizes), (step, *r.strides))
 
 
 def first_violation(p: Program, m: Machine, numels: Mapping[str, int]) -> EmulatorError | None:

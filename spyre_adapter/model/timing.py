@@ -27,8 +27,9 @@ from typing import Any
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.loop_steps import fewer_trips, loop_trips
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Instruction, Lx, Program, ProgramMemo, Region
+from spyre_adapter.model.program import Instruction, Loop, Lx, Program, ProgramMemo, Region
 
 __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
 
@@ -255,7 +256,7 @@ class _Simulation:
                  keep_events: bool) -> None:
         self.p, self.m, self.dynamic_bytes, self.keep_events = p, m, dynamic_bytes, keep_events
         self.buffers = _buffer_dtypes(p)
-        self.instrs = {c.core: c.instrs for c in p.cores}
+        self.instrs = {c.core: c.steps for c in p.cores}
         self.n_total = sum(len(v) for v in self.instrs.values())
         # per core, by step index: dependences not yet retired, same-core dependents, engine queue key
         self.deps_left: dict[int, list[int]] = {}
@@ -517,9 +518,65 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
     known = _TIMES.get(p)
     if known is not None and known[0] == m:
         return known[1]
-    tl = _Simulation(p, m, {}, False).run()
+    tl = _looped(p, m) or _Simulation(p, m, {}, False).run()
     _TIMES.put(p, (m, tl))
     return tl
+
+
+#: Most the last two of three truncations' per-iteration times may differ
+#: (relative) for a loop's time to be extrapolated from them.
+STEADY_TOLERANCE = 0.005
+#: Iterations below which a looped program is simulated unrolled.
+EXTRAPOLATE_MIN_TRIPS = 5
+
+
+def truncated(p: Program, fewer: int) -> Program:
+    """``p`` with every core's top-level loops (of instructions and of
+    allocations) run ``fewer`` times less: what the program is with that much
+    less work, ring tags and offsets after the loops moved back to match."""
+    return dataclasses.replace(p, cores=tuple(
+        dataclasses.replace(c, instrs=fewer_trips(c.instrs, fewer), allocs=fewer_trips(c.allocs, fewer))
+        if c.looped or c.allocs is not c.alloc_table else c for c in p.cores))
+
+
+def loop_counts(p: Program) -> list[int] | None:
+    """The trip counts of every core's one top-level loop (of instructions, of
+    allocations); None when a looped stream has several or nested ones."""
+    trips = [loop_trips(seq) for c in p.cores if c.looped or c.allocs is not c.alloc_table
+             for seq in (c.instrs, c.allocs) if seq]
+    if not trips or None in trips:
+        return None
+    return trips  # type: ignore[return-value]
+
+
+def _looped(p: Program, m: Machine) -> Timeline | None:
+    """The timeline of a program whose looped streams each hold one top-level
+    loop, from its runs with the fewest-trip loop cut to 1, 2 and 3 iterations
+    (every loop cut by as many): the last two differ by one iteration of every
+    loop, which times each iteration left. The first two must differ by as much
+    (the loops are steady), else None: simulate it unrolled. (Validated against
+    unrolled simulation in tests/adapter/model/test_loops.py.)"""
+    if not any(c.looped for c in p.cores):
+        return None
+    trips = loop_counts(p)
+    if trips is None or min(trips) < EXTRAPOLATE_MIN_TRIPS:
+        return None
+    least = min(trips)
+    t1, t2, t3 = (simulate(truncated(p, least - k), m, keep_events=False) for k in (1, 2, 3))
+    step = t3.total_ns - t2.total_ns
+    if step <= 0 or abs(step - (t2.total_ns - t1.total_ns)) > STEADY_TOLERANCE * step:
+        return None
+    left = least - 3
+
+    def ahead(a: float, b: float) -> float:
+        return b + left * (b - a)
+
+    busy = {c: {e: ahead(t2.busy.get(c, {}).get(e, 0.0), v) for e, v in per.items()} for c, per in t3.busy.items()}
+    return Timeline(ahead(t2.total_ns, t3.total_ns), [], busy,
+                    round(ahead(t2.dram_read_bytes, t3.dram_read_bytes)),
+                    round(ahead(t2.dram_write_bytes, t3.dram_write_bytes)),
+                    round(ahead(t2.ring_bytes, t3.ring_bytes)),
+                    {c: ahead(t2.core_end.get(c, 0.0), v) for c, v in t3.core_end.items()})
 
 
 def lower_bound_ns(p: Program, m: Machine) -> float:
@@ -535,7 +592,16 @@ def lower_bound_ns(p: Program, m: Machine) -> float:
     for c in p.cores:
         pe = vec = 0.0
         nbytes = 0
-        for ins in c.instrs:
+        if c.looped:  # engine time only (a region's sticks may differ per iteration): still a bound
+            for ins, times in _weighted(c.instrs):
+                rec = isa.step(ins)
+                if rec.lane in ("pe", "vec"):
+                    d = rec.duration(ins, p, m, dtypes) * times
+                    pe, vec = (pe + d, vec) if rec.lane == "pe" else (pe, vec + d)
+            n += c.n_steps
+            engines = max(engines, pe, vec)
+            continue
+        for ins in c.steps:
             rec = isa.step(ins)
             if rec.lane == "pe":
                 pe += rec.duration(ins, p, m, dtypes)
@@ -543,18 +609,27 @@ def lower_bound_ns(p: Program, m: Machine) -> float:
                 vec += rec.duration(ins, p, m, dtypes)
             elif rec.dma != "none":
                 nbytes += rec.dram_bytes(ins, buffers, m.stick_bytes, None)
-        n += len(c.instrs)
+        n += c.n_steps
         engines = max(engines, pe, vec)
         dram += nbytes
         if m.core_dma_gbps > 0:
             # (a transfer ends with up to _DONE_BYTES left)
-            engines = max(engines, (nbytes - _DONE_BYTES * len(c.instrs)) / m.core_dma_gbps)
+            engines = max(engines, (nbytes - _DONE_BYTES * c.n_steps) / m.core_dma_gbps)
     fastest = max(m.dram_read_gbps, m.dram_write_gbps)
     if m.dram_read_gbps > 0 and m.dram_write_gbps > 0:
         engines = max(engines, (dram - _DONE_BYTES * n) / fastest)
     # Margin for the simulation's float steps: an engine's step counts as done 1e-9 ns early.
     bound = engines * (1 - 1e-9) - 1e-9 * n - 1e-6
     return max(0.0, bound) + m.kernel_launch_ns + (m.sync_ns if p.cores_used > 1 else 0.0)
+
+
+def _weighted(code: Any, times: int = 1) -> Any:
+    """(instruction, how many times it runs) over a stream, loops not unrolled."""
+    for x in code:
+        if isinstance(x, Loop):
+            yield from _weighted(x.body, times * x.trips)
+        else:
+            yield x, times
 
 
 def _buffer_dtypes(p: Program) -> dict[str, str]:

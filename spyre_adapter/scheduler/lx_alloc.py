@@ -118,10 +118,27 @@ def _r(v: Any) -> Any:
 
 
 def allocate(instrs: Sequence[Any], capacity: int, align: int,
-             reserved: Sequence[tuple[int, int]] = ()) -> tuple[tuple[Any, ...], tuple[Alloc, ...], int]:
+             reserved: Sequence[tuple[int, int]] = (), periodic: bool = False) -> tuple[tuple[Any, ...], tuple[Alloc, ...], int]:
     """Assign every slot the instructions use an address (live from its first to
     its last use, or its ``hold_until``); returns the concrete instructions, the
-    allocation table and the peak byte. Raises :class:`LxFull`."""
+    allocation table and the peak byte. Raises :class:`LxFull`.
+
+    ``periodic``: a slot takes the address an earlier slot of its name and size
+    freed (the most recent), and freed addresses stay with their role, so the
+    buffers of a role alternate and a stream that repeats gets an allocation
+    that repeats, which folds into a loop (first fit lets short-lived slots take
+    the gaps, and the addresses never settle). Costs LX: falls back to first fit
+    when it does not fit."""
+    if periodic:
+        try:
+            return _allocate(instrs, capacity, align, reserved, True)
+        except LxFull:
+            pass
+    return _allocate(instrs, capacity, align, reserved, False)
+
+
+def _allocate(instrs: Sequence[Any], capacity: int, align: int, reserved: Sequence[tuple[int, int]],
+              periodic: bool) -> tuple[tuple[Any, ...], tuple[Alloc, ...], int]:
     slots: dict[int, Slot] = {}
     for i, ins in enumerate(instrs):
         for v in isa.views(ins):
@@ -140,11 +157,18 @@ def allocate(instrs: Sequence[Any], capacity: int, align: int,
             continue
         starts.setdefault(s.first, []).append(s)
         ends.setdefault(max(s.last, s.hold_until), []).append(s)
+    # periodic: per (name, size), the addresses its slots had and that are free again,
+    # kept out of the arena for that role alone (most recently freed last)
+    pools: dict[tuple[str, int], list[int]] = {}
     for i in range(len(instrs)):
         for s in sorted(starts.get(i, ()), key=lambda s: -s.nbytes):
-            s.addr = arena.take(s.nbytes)
+            pool = pools.get((s.name, s.nbytes))
+            s.addr = pool.pop() if pool else arena.take(s.nbytes)
             table.append(Alloc(s.name, s.addr, s.nbytes, s.first, min(max(s.last, s.hold_until), len(instrs) - 1)))
         for s in ends.get(i, ()):
-            arena.give(s.addr)
+            if periodic:
+                pools.setdefault((s.name, s.nbytes), []).append(s.addr)
+            else:
+                arena.give(s.addr)
     out = tuple(isa.map_views(ins, _r) for ins in instrs)
     return out, tuple(table), arena.peak

@@ -29,6 +29,7 @@ from spyre_adapter.model.structure import structure_digest, structure_sizes
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
+from spyre_adapter.scheduler.matmul_program import build_looped, loop_pays
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
 from spyre_adapter.scheduler.matmul_program import tile_loops
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
@@ -340,6 +341,18 @@ def _prefix_time(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Mach
     return extrapolated_ns(kernel, s, g, m, sizes, name, share, plan)
 
 
+def _built(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+           share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = ()) -> Program:
+    """The whole program of grid ``g``: its tile walk as a loop where building it
+    so pays (:func:`~.matmul_program.loop_pays`: long walks, such as a
+    long-context prefill's), else unrolled."""
+    if not a_held and loop_pays(s, g, m):
+        p = build_looped(kernel, s, g, m, sizes, name, share, plan)
+        if p is not None:
+            return p
+    return build_program(kernel, s, g, m, sizes, name, share, plan, a_held)
+
+
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                 share: bool = True, max_cores: int | None = None, naive: bool = False,
                 a_held: Sequence[Resident] = ()) -> Program:
@@ -379,7 +392,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                     and _stick_exclusive(kernel, s, g, m, sizes)), None)
         if g_c is not None:
             try:
-                prog = build_program(kernel, s, g_c[0], m, sizes, name, share, plan_of(*g_c))
+                prog = _built(kernel, s, g_c[0], m, sizes, name, share, plan_of(*g_c))
             except DoesNotFit:
                 prog = None
             if prog is not None and first_violation(prog, m, numels) is None:
@@ -416,7 +429,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             if first.program is None:  # timed from prefixes: built whole now it is chosen
                 assert first.grid is not None and first.cost is not None
                 try:
-                    first.program = build_program(kernel, s, first.grid, m, sizes, name, share and not naive,
+                    first.program = _built(kernel, s, first.grid, m, sizes, name, share and not naive,
                                                   plan_of(first.grid, first.cost), a_held)
                 except DoesNotFit as exc:
                     reasons.append(str(exc))
@@ -444,7 +457,7 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
             if t is not None:
                 built.append(_Built(next(order), None, t, t, g, c, simulated=True))
                 continue
-            prog = build_program(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
+            prog = _built(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
         except DoesNotFit as exc:
             reasons.append(str(exc))
             continue
@@ -489,7 +502,7 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
             t = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
             if t is not None and t >= best.time:
                 continue
-            prog = build_program(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
+            prog = _built(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
         except DoesNotFit:
             continue
         if (t is None and lower_bound_ns(prog, m) >= best.time) or first_violation(prog, m, numels) is not None:

@@ -12,6 +12,7 @@ output dtype (alpha, beta and bias of addmm applied) before it is stored."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -22,13 +23,14 @@ import sympy
 from spyre_shims.kernel_ir import BufferSpec, ExternKernel
 from spyre_shims.reference import concrete
 
+from spyre_adapter.model import loops
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (CoreProgram, DmaLoad, DmaStore, MatmulPlan, Operand, Pe, Program, Region,
                                          Resident, RingRecv, RingSend, Vec, itemsize)
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 from spyre_adapter.scheduler.step_bodies import accumulate, epilogue
 
-__all__ = ["build", "tile_loops"]
+__all__ = ["build", "build_looped", "loop_unit", "loop_pays", "LOOP_MIN_UNITS", "tile_loops"]
 
 
 class _View:
@@ -122,7 +124,7 @@ class _Emitter:
             if not instrs:
                 cores.append(CoreProgram(c, ()))
                 continue
-            out, table, _ = allocate(instrs, m.lx_usable_bytes, m.stick_bytes)
+            out, table, _ = allocate(instrs, m.lx_usable_bytes, m.stick_bytes, periodic=self.periodic)
             cores.append(CoreProgram(c, out, table))
         return Program(name, "matmul", self.k, tuple(self.bodies), tuple(cores), plan,
                        tuple((str(k), v) for k, v in sizes.items()), lx_in=tuple(self.a_held))
@@ -412,14 +414,18 @@ def tile_loops(s: Any, g: Any, m: Machine) -> tuple[int, int]:
 
 
 def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-          share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = (), tiles: int | None = None) -> Program:
+          share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = (), tiles: int | None = None,
+          periodic: bool = True) -> Program:
     """The program of matmul ``kernel`` on grid ``g``; raises
     :class:`~.lx_alloc.LxFull` when its tiles do not fit. ``a_held``: shares of
     the A operand an earlier kernel left in LX (each a run of whole rows).
     ``tiles``: only every core's first ``tiles`` output tiles (a prefix of the
-    program, for timing extrapolation; it computes part of the output)."""
+    program, for timing extrapolation; it computes part of the output).
+    ``periodic``: LX addresses by role (see :func:`.lx_alloc.allocate`; the
+    programs fold into loops), else first fit."""
     e = _Emitter(kernel, s, g, m, sizes, share and not a_held)
     e.tiles = tiles
+    e.periodic = periodic
     e.a_held = list(a_held)
     e.held_done = set()
     e.held_slots = {}
@@ -432,3 +438,69 @@ def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy
     coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
     e._kblocks = {c: _ext(s.k, kb, co[3]) for c, co in enumerate(coords)}
     return e.build(name, sizes, plan)
+
+
+#: A program is built looped (:func:`build_looped`) when its cores' walks are
+#: at least this many loop units long: its three prefixes (3 + 4 + 5 units) then
+#: cost at most half of building it unrolled.
+LOOP_MIN_UNITS = 24
+
+
+def loop_unit(s: Any, g: Any, m: Machine) -> int | None:
+    """Output tiles per iteration of the loop a core's tile walk on grid ``g`` folds
+    into: two passes of the walk's inner loop (the stationary panel's two LX
+    buffers alternate by pass, the tiles' by tile; in order "c" nothing is
+    stationary: one pass), doubled when odd; two tiles when the walk is one pass.
+    None for a walk with a batch loop around it."""
+    bb, mb, nb, _ = per_core(s, g, m)
+    tiles, _ = tile_loops(s, g, m)
+    if bb != 1 or tiles == 0:
+        return None
+    inner = -(-mb // min(g.tm, mb)) if g.order == "b" else -(-nb // min(g.tn, nb))
+    if inner >= tiles:
+        return 2
+    unit = inner * (1 if g.order == "c" else 2)
+    unit *= 2 if unit % 2 else 1
+    return unit if tiles % unit == 0 else None
+
+
+def loop_pays(s: Any, g: Any, m: Machine) -> bool:
+    """Whether the program of grid ``g`` is built looped (see :data:`LOOP_MIN_UNITS`)."""
+    unit = loop_unit(s, g, m)
+    return unit is not None and tile_loops(s, g, m)[0] >= LOOP_MIN_UNITS * unit
+
+
+def build_looped(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+                 share: bool, plan: MatmulPlan) -> Program | None:
+    """The program of :func:`build` with each core's tile walk as one loop, from
+    three prefixes of it (every core's first 3, 4 and 5 loop units of output tiles,
+    :func:`loop_unit`): the loop found in the longest must reproduce the other two
+    exactly (see :func:`spyre_adapter.model.loops.extrapolate`). None when the walk
+    is too short for that or is not one steady loop (edge tiles, a batch loop):
+    then build it unrolled. Its LX is placed by role (``periodic``)."""
+    unit = loop_unit(s, g, m)
+    tiles, _ = tile_loops(s, g, m)
+    if unit is None or tiles < 6 * unit:
+        return None
+    pre = [build(kernel, s, g, m, sizes, name, share, plan, tiles=t) for t in (3 * unit, 4 * unit, 5 * unit)]
+    if any(p.bodies != pre[0].bodies or p.lx_in != pre[0].lx_in for p in pre):
+        return None
+    extra = tiles // unit - 5
+    cores = []
+    for c in range(m.cores):
+        streams = [p.cores[c] for p in pre]
+        if not streams[2].instrs:
+            cores.append(streams[2])
+            continue
+        code = loops.extrapolate([x.instrs for x in streams], extra)
+        table = loops.extrapolate([sorted(x.allocs, key=_by_end) for x in streams], extra)
+        if code is None or table is None:
+            return None
+        cores.append(CoreProgram(c, loops.looped(*code), loops.looped(*table)))
+    return dataclasses.replace(pre[2], cores=tuple(cores))
+
+
+def _by_end(a: Any) -> tuple[int, int, int]:
+    # allocations ordered by their last step: one held across the whole walk comes
+    # after the loop (its end moves with the trip count), not before it
+    return a.last, a.first, a.addr

@@ -27,6 +27,7 @@ from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import DoesNotFit
+from spyre_adapter.model.loop_steps import instructions
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program, Resident, itemsize
 from spyre_adapter.model.structure import positional_names
@@ -76,7 +77,7 @@ def _shares(p: Program, buffer: str) -> dict[int, tuple[int, int]] | None:
     """Per core, the one contiguous run of ``buffer`` it stores (None if not so)."""
     out: dict[int, tuple[int, int]] = {}
     for c in p.cores:
-        runs = sorted(moved[0].bounds() for ins in c.instrs if isa.step(ins).dma == "out"
+        runs = sorted(moved[0].bounds() for ins in c.steps if isa.step(ins).dma == "out"
                       and (moved := isa.transfer(ins)) is not None and moved[0].buffer == buffer)
         if not runs:
             continue
@@ -90,7 +91,7 @@ def _shares(p: Program, buffer: str) -> dict[int, tuple[int, int]] | None:
 
 
 def _loads(p: Program, buffer: str) -> bool:
-    return any(isa.step(i).dma == "in" and buffer in isa.dram_buffers(i)[0] for c in p.cores for i in c.instrs)
+    return any(isa.step(i).dma == "in" and buffer in isa.dram_buffers(i)[0] for c in p.cores for i in instructions(c.instrs))
 
 
 def _division(p: Program) -> Division:

@@ -82,10 +82,10 @@ def test_a_ring_matmul_replays_its_drifting_steps_gathered(monkeypatch: pytest.M
     replayed ops than with strided core runs alone, and compute the same."""
     kernel = K.mm(128, 1408, 512, dtype)
     # a division sharing both operands over the ring, no K split, A-stationary with
-    # whole-K slices: its stores drift apart too (fixed here: the planner's own
-    # choice follows its cost model)
+    # whole-K slices, LX placed first fit: its stores drift apart too (fixed here:
+    # the planner's own choice follows its cost model, and places LX by role)
     p = build_program(kernel, shape_of(kernel, {}), Grid(1, 4, 2, 1, 32, 64, 512, True, "a"), DEFAULT, {},
-                      kernel.name, True, None)
+                      kernel.name, True, None, periodic=False)
     seen = _gathered_kinds(monkeypatch)
     gathered = _run(kernel, p)
     assert seen["RingRecv"] > 0 and seen["DmaLoad"] > 0
@@ -126,10 +126,11 @@ def test_a_core_run_loading_unevenly_spaced_regions_replays_as_one_gather(monkey
     """Consecutive cores loading regions no stride spaces (a transposed weight's
     tiles) run as one gather and scatter, not a copy per core, and compute the same."""
     kernel = _linear(256, 1024, 1024)
-    # a 4x4 grid with a K split of 2, A-stationary 64x64x64 tiles (fixed here: the
-    # planner's own choice follows its cost model)
+    # a 4x4 grid with a K split of 2, A-stationary 64x64x64 tiles, LX placed first
+    # fit (fixed here: the planner's own choice follows its cost model, and its
+    # placement by role lines the cores' steps up into strided runs instead)
     p = build_program(kernel, shape_of(kernel, {}), Grid(1, 4, 4, 2, 64, 64, 64, True, "a"), DEFAULT, {},
-                      kernel.name, True, None)
+                      kernel.name, True, None, periodic=False)
     orig = regroup.regroup
     # no level pools: every gathered step below comes from a run of cores
     monkeypatch.setattr(regroup, "regroup", lambda items, lvls, sig, shape=None: orig(items, lvls, sig, None))

@@ -113,11 +113,17 @@ def test_a_time_extrapolated_from_prefixes_is_within_one_percent_of_the_whole_si
     assert est is not None and abs(est / whole - 1) < 0.01
 
 
-def test_a_program_whose_passes_are_not_steady_is_not_extrapolated() -> None:
-    """Two A panels per core row (8 x 2 cores): successive passes' times differ,
-    and the prefixes decline to time it (it is then simulated whole)."""
+def test_a_program_whose_passes_are_not_steady_is_not_extrapolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two A panels per core row (8 x 2 cores), LX placed first fit: successive
+    passes' times differ, and the prefixes decline to time it (it is then
+    simulated whole). (Placed by role, as the planner does, its passes are
+    steady and the extrapolation is exact.)"""
+    import functools
+
+    from spyre_adapter.scheduler import matmul, matmul_program
     from spyre_adapter.scheduler.matmul import Grid, extrapolated_ns, prefix_tiles
 
+    monkeypatch.setattr(matmul, "build_program", functools.partial(matmul_program.build, periodic=False))
     kern = K.mm(8192, 256, 256)
     s, g = shape_of(kern, {}), Grid(1, 8, 2, 1, 64, 64, 64, True, "a")
     assert prefix_tiles(s, g, DEFAULT) is not None
