@@ -451,10 +451,12 @@ def loop_unit(s: Any, g: Any, m: Machine) -> int | None:
     into: two passes of the walk's inner loop (the stationary panel's two LX
     buffers alternate by pass, the tiles' by tile; in order "c" nothing is
     stationary: one pass), doubled when odd; two tiles when the walk is one pass.
-    None for a walk with a batch loop around it."""
+    None for a walk with a batch loop around it, or whose tiles are not all whole:
+    prefixes end on whole tiles, so they cannot show an edge tile the whole walk
+    would end on (nor a core whose block is smaller)."""
     bb, mb, nb, _ = per_core(s, g, m)
     tiles, _ = tile_loops(s, g, m)
-    if bb != 1 or tiles == 0:
+    if bb != 1 or tiles == 0 or s.m % (g.gm * min(g.tm, mb)) or s.n % (g.gn * min(g.tn, nb)):
         return None
     inner = -(-mb // min(g.tm, mb)) if g.order == "b" else -(-nb // min(g.tn, nb))
     if inner >= tiles:

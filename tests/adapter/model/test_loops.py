@@ -54,6 +54,17 @@ def test_a_looped_program_is_the_program_built_unrolled(shape, g) -> None:
     assert any(c.looped for c in looped.cores) and stored * 4 < sum(c.n_steps for c in looped.cores)
 
 
+def test_a_walk_ending_on_an_edge_tile_is_not_looped() -> None:
+    """4032 rows: every core walks 1008 rows in 32 tiles of 32, the last one 16
+    rows short, which no prefix shows (a loop extrapolated from the prefixes
+    would store 16 rows too many on every core)."""
+    from spyre_adapter.scheduler.matmul_program import loop_unit
+    kern = K.mm(4032, 512, 256)
+    g = Grid(1, 4, 8, 1, 32, 64, 256, True, "b")
+    assert loop_unit(shape_of(kern, {}), g, DEFAULT) is None
+    assert build_looped(kern, shape_of(kern, {}), g, DEFAULT, {}, "mm", True, _plan(g)) is None
+
+
 def test_the_emulator_runs_a_looped_program() -> None:
     kern, looped, _ = _both(*CASES[0])
     got, want = K.run_program(looped, kern)
