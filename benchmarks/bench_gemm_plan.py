@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spyre_adapter.cli.argcheck import ArgumentParser, output_file
+from spyre_adapter.backend.session import current
 from spyre_adapter.backend.spyre import plan
 from spyre_adapter.bench.suite import LLM_GEMMS, SQUARE, _measure, gemm_kernel
-from spyre_adapter.backend.session import current
+from spyre_adapter.cli.argcheck import ArgumentParser, output_file
 
 
 def shapes() -> list[tuple[str, int, int, int]]:
@@ -41,7 +41,7 @@ def one(name: str, mm: int, nn: int, kk: int) -> dict[str, Any]:
     return {"name": name, "shape": [mm, nn, kk], "eta_sustained": met.eta_sustained,
             "eta_datasheet": met.eta_datasheet, "rho": met.rho, "modeled_ns": met.modeled_ns,
             "cores": met.cores_used, "plan": str(met.plan), "check_error": err, "plan_s": t1 - t0,
-            "measure_s": time.perf_counter() - t1, "instructions": sum(len(c.instrs) for c in p.cores)}
+            "measure_s": time.perf_counter() - t1, "instructions": sum(c.n_steps for c in p.cores)}
 
 
 def main(argv: list[str] | None = None) -> int:

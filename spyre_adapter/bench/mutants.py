@@ -400,7 +400,9 @@ def _stale_read(p: Program, rng: random.Random) -> Iterator[Mutant]:
 
 
 def mutants(p: Program, m: Machine, per_operator: int, seed: int = 0) -> list[Mutant]:
-    """Up to ``per_operator`` mutants of each applicable kind."""
+    """Up to ``per_operator`` mutants of each applicable kind (of the program
+    unrolled: the operators edit steps by their place in a core's stream)."""
+    p = p.unrolled()
     rng = random.Random(seed)
     dtypes = {b.name: b.dtype for b in p.kernel.buffers} if p.kernel is not None else {}
     dtypes.update({n: dt for n, dt, _ in p.workspace})

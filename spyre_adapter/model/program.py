@@ -469,6 +469,13 @@ class Program:
         """Cores with at least one instruction."""
         return sum(1 for c in self.cores if c.instrs)
 
+    def unrolled(self) -> Program:
+        """The same program with every loop (of steps, of allocations) unrolled."""
+        if not any(c.looped or c.allocs is not c.alloc_table for c in self.cores):
+            return self
+        return dataclasses.replace(self, cores=tuple(dataclasses.replace(c, instrs=c.steps, allocs=c.alloc_table)
+                                                     for c in self.cores))
+
     def core(self, core: int) -> CoreProgram:
         """The stream of core ``core``."""
         for c in self.cores:

@@ -65,6 +65,21 @@ def test_a_walk_ending_on_an_edge_tile_is_not_looped() -> None:
     assert build_looped(kern, shape_of(kern, {}), g, DEFAULT, {}, "mm", True, _plan(g)) is None
 
 
+def test_mutants_of_a_looped_program_are_caught() -> None:
+    """The mutation operators edit the program unrolled; the checker and the
+    reference comparison kill them as they do the unrolled program's."""
+    from spyre_adapter.bench.mutants import mutants
+    _, looped, flat = _both(*CASES[0])
+    got = mutants(looped, DEFAULT, 1, seed=3)
+    want = mutants(flat, DEFAULT, 1, seed=3)
+    # (operators choosing by the allocation table may pick another allocation: the
+    # unrolled table is ordered by last step, the builder's by first)
+    by_table = {"overlap_alloc", "lx_overflow", "misalign_alloc", "shrink_alloc"}
+    assert got and [m.operator for m in got] == [m.operator for m in want]
+    assert all(a.program.cores[a.core].instrs == b.program.cores[b.core].instrs
+               for a, b in zip(got, want) if a.operator not in by_table)
+
+
 def test_the_emulator_runs_a_looped_program() -> None:
     kern, looped, _ = _both(*CASES[0])
     got, want = K.run_program(looped, kern)
