@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.model.costs import pe_ns, vec_cycles
-from spyre_adapter.model.loop_steps import count, map_code
+from spyre_adapter.model.loop_steps import advanced, count, map_code
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, Combine, DmaGather, DmaLoad, DmaScatter,
                                          DmaStore, Instruction, Loop, Lx, Operand, Pe, Program, Region, RingRecv,
@@ -649,20 +649,29 @@ def listing(p: Program, max_instrs: int | None = None) -> str:
 
 def _list_code(code: Sequence[Any], bodies: Sequence[kir.LoopKernel], depth: int, step: list[int],
                out: list[str]) -> None:
+    """Listing lines of a stream (of steps or of allocations): what follows a loop
+    shown as it runs, moved by the loop's trip count."""
     pad = "  " * (depth + 1)
-    for x in code:
+    pending: dict[int, list[tuple[int, int]]] = {}
+    for pos, x in enumerate(code):
+        moves = pending.pop(pos, None)
+        if moves:
+            x = advanced(x, moves, 1)
         if isinstance(x, Loop):
-            moves = ", ".join(f"{j}.{k}{st:+d}" for j, k, st in x.advance)
-            after = f"; after it {', '.join(f'+{q}.{k}{st:+d}' for q, k, st in x.after)}" if x.after else ""
-            out.append(f"{pad}{step[0]:5d}  loop {x.trips} x {len(x.body)} step(s)"
-                       f"{f'  advancing {moves}' if moves else ''}{after}")
+            allocs = all(isinstance(b, Alloc) for b in x.body)
+            moves_ = ", ".join(f"{j}.{k}{st:+d}" for j, k, st in x.advance)
+            what = "allocation(s)" if allocs else "step(s)"
+            at = "     " if allocs else f"{step[0]:5d}"
+            out.append(f"{pad}{at}  loop {x.trips} x {len(x.body)} {what}"
+                       f"{f'  advancing {moves_}' if moves_ else ''}")
             first = step[0]
             _list_code(x.body, bodies, depth + 1, step, out)
             step[0] = first + x.trips * count(x.body)
             out.append(f"{pad}       end loop")
+            for q, k, st in x.after:
+                pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
         elif isinstance(x, Alloc):
             out.append(f"{pad}.alloc {x.name:<24} {x.addr:#08x} {x.nbytes:>8} B  steps {x.first}-{x.last}")
-            step[0] += 1
         else:
             op, rd, wr = describe(x, bodies)
             out.append(f"{pad}{step[0]:5d}  {op:<40} {rd:<60} -> {wr}")

@@ -158,6 +158,11 @@ def test_json_keeps_the_loops_and_the_listing_shows_them() -> None:
     assert json.loads(text)["version"] == 4
     shown = listing(looped, max_instrs=60)
     assert "loop " in shown and "end loop" in shown and "steps unrolled" in shown
+    # what follows a loop is shown as it runs: the allocations after it end where the unrolled table's do
+    import re
+    core0 = listing(dataclasses.replace(looped, cores=looped.cores[:1]))
+    lasts = [int(x) for x in re.findall(r"steps \d+-(\d+)", core0)]
+    assert max(lasts) == max(a.last for a in looped.cores[0].alloc_table)
 
 
 def _with_core0(p: Program, core: CoreProgram) -> str:
