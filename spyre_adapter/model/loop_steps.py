@@ -245,15 +245,18 @@ def instructions(code: Sequence[Any]) -> Iterator[Any]:
         else:
             yield x
 
+
 def map_code(code: Sequence[Any], fn: Any) -> tuple[Any, ...]:
     """The stream with ``fn`` applied to every instruction, loops kept (``fn`` must
     not change an instruction's advancing integers' count)."""
     return tuple(dataclasses.replace(x, body=map_code(x.body, fn)) if isinstance(x, LoopBase) else fn(x) for x in code)
 
+
 def loop_trips(code: Sequence[Any]) -> int | None:
     """The trip count of a stream's one top-level loop (None: none, or several)."""
     found = [x.trips for x in code if isinstance(x, LoopBase)]
     return found[0] if len(found) == 1 else None
+
 
 def fewer_trips(code: Sequence[Any], fewer: int) -> tuple[Any, ...]:
     """The stream with its top-level loops run ``fewer`` times less (what follows
