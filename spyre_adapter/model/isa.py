@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 from spyre_shims import kernel_ir as kir
 
 from spyre_adapter.model.costs import pe_ns, vec_cycles
-from spyre_adapter.model.loop_steps import advanced, count, map_code
+from spyre_adapter.model.loop_steps import as_run, count, map_code
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, Combine, DmaGather, DmaLoad, DmaScatter,
                                          DmaStore, Instruction, Loop, Lx, Operand, Pe, Program, Region, RingRecv,
@@ -652,11 +652,7 @@ def _list_code(code: Sequence[Any], bodies: Sequence[kir.LoopKernel], depth: int
     """Listing lines of a stream (of steps or of allocations): what follows a loop
     shown as it runs, moved by the loop's trip count."""
     pad = "  " * (depth + 1)
-    pending: dict[int, list[tuple[int, int]]] = {}
-    for pos, x in enumerate(code):
-        moves = pending.pop(pos, None)
-        if moves:
-            x = advanced(x, moves, 1)
+    for x in as_run(code):
         if isinstance(x, Loop):
             allocs = all(isinstance(b, Alloc) for b in x.body)
             moves_ = ", ".join(f"{j}.{k}{st:+d}" for j, k, st in x.advance)
@@ -668,8 +664,6 @@ def _list_code(code: Sequence[Any], bodies: Sequence[kir.LoopKernel], depth: int
             _list_code(x.body, bodies, depth + 1, step, out)
             step[0] = first + x.trips * count(x.body)
             out.append(f"{pad}       end loop")
-            for q, k, st in x.after:
-                pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
         elif isinstance(x, Alloc):
             out.append(f"{pad}.alloc {x.name:<24} {x.addr:#08x} {x.nbytes:>8} B  steps {x.first}-{x.last}")
         else:

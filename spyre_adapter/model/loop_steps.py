@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 __all__ = ["ADVANCING", "MAX_TRIPS", "LoopBase", "leaves", "leaf_labels", "diff", "advanced", "expand", "count",
-           "max_depth", "instructions", "map_code", "loop_trips", "fewer_trips", "by_position"]
+           "max_depth", "instructions", "map_code", "loop_trips", "fewer_trips", "by_position", "as_run"]
 
 #: Field names whose integers a loop may advance (see the module docstring).
 ADVANCING = frozenset({"addr", "offset", "tag", "base", "box", "red", "bind", "first", "last"})
@@ -208,19 +208,27 @@ def by_position(pairs: Sequence[tuple[int, int, int]]) -> dict[int, list[tuple[i
     return out
 
 
-def expand(code: Sequence[Any]) -> Iterator[Any]:
-    """The steps of a stream that may hold loops, in order, loops unrolled."""
+def as_run(code: Sequence[Any]) -> Iterator[Any]:
+    """The items of a stream, each one that follows a loop with the integers the
+    loop moves (its ``after``) moved by its trip count: as the stream runs."""
     pending: dict[int, list[tuple[int, int]]] = {}
     for pos, x in enumerate(code):
         moves = pending.pop(pos, None)
         if moves:
             x = advanced(x, moves, 1)
         if isinstance(x, LoopBase):
+            for q, k, st in x.after:
+                pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
+        yield x
+
+
+def expand(code: Sequence[Any]) -> Iterator[Any]:
+    """The steps of a stream that may hold loops, in order, loops unrolled."""
+    for x in as_run(code):
+        if isinstance(x, LoopBase):
             adv = by_position(x.advance)
             for i in range(x.trips):
                 yield from expand([advanced(s, adv.get(j, ()), i) for j, s in enumerate(x.body)])
-            for q, k, st in x.after:
-                pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
         else:
             yield x
 

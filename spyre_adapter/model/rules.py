@@ -23,7 +23,7 @@ import torch
 from spyre_adapter.model import isa
 from spyre_adapter.model.checker_rules import enabled, switched_off
 from spyre_adapter.model.errors import EmulatorError
-from spyre_adapter.model.loop_steps import advanced, leaf_labels
+from spyre_adapter.model.loop_steps import advanced, as_run, by_position, leaf_labels
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
 from spyre_adapter.model.program import (Alloc, CoreProgram, Instruction, Loop, Lx, Program, ProgramMemo, Region,
@@ -291,26 +291,17 @@ def _ends(code: Sequence[Any]) -> Iterator[tuple[int, Any, int, int]]:
     follows it at the real trip count once each; each body step at its first
     iteration, standing for all of them (with its offset step), and at its last."""
     step = 0
-    pending: dict[int, list[tuple[int, int]]] = {}
-    for pos, x in enumerate(code):
-        moves = pending.pop(pos, None)
-        if moves:
-            x = advanced(x, moves, 1)
+    for x in as_run(code):
         if not isinstance(x, Loop):
             yield step, x, 1, 0
             step += 1
             continue
-        trips = x.trips
-        by_pos: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for j, k, st in x.advance:
-            by_pos[j].append((k, st))
+        moves = by_position(x.advance)
         for j, ins in enumerate(x.body):
-            offset_step = sum(st for k, st in by_pos.get(j, ()) if leaf_labels(ins)[k] == "Region.offset")
-            yield step + j, ins, trips, offset_step
-            yield step + (trips - 1) * len(x.body) + j, advanced(ins, by_pos.get(j, ()), trips - 1), 0, 0
-        step += trips * len(x.body)
-        for q, k, st in x.after:
-            pending.setdefault(pos + 1 + q, []).append((k, st * x.trips))
+            offset_step = sum(st for k, st in moves.get(j, ()) if leaf_labels(ins)[k] == "Region.offset")
+            yield step + j, ins, x.trips, offset_step
+            yield step + (x.trips - 1) * len(x.body) + j, advanced(ins, moves.get(j, ()), x.trips - 1), 0, 0
+        step += x.trips * len(x.body)
 
 
 def _swept(r: Region, step: int, times: int) -> Region:
