@@ -144,7 +144,8 @@ def _mask_bounds(body: Sequence[Instr], mask: Any, sizes: Mapping[sympy.Symbol, 
 def _bind(expr: sympy.Expr, sizes: Mapping[sympy.Symbol, int]) -> sympy.Expr:
     if not sizes:
         return expr
-    subs = {s: sympy.Integer(v) for s, v in sizes.items() if s in expr.free_symbols}
+    free = expr.free_symbols  # computed anew on each access
+    subs = {s: sympy.Integer(v) for s, v in sizes.items() if s in free}
     return expr.xreplace(subs) if subs else expr
 
 

@@ -245,6 +245,8 @@ class Placement:
         self.dtypes = {b.name: b.dtype for b in group.buffers}
         self.internal = {b.name for b in group.buffers if b.role == "internal"}
         self.numel = {b.name: concrete(b.storage_numel, sizes) for b in group.buffers}
+        # a masked load's var bounds, per (kernel body, position): the same for every tile
+        self._masks: dict[tuple[int, int], tuple[tuple[str, int, int], ...]] = {}
         self.infos: list[_KernelInfo] = []
         for lk, mult in zip(group.kernels, mults):
             ranges = tuple(concrete(r, sizes) for r in lk.ranges)
@@ -318,7 +320,10 @@ class Placement:
             return _Geom("indirect", shape=shape)
         clip = None
         if acc.masked and not acc.store:
-            bounds = _mask_bounds(body, body[acc.pos].mask, self.sizes)
+            key = (id(body), acc.pos)
+            bounds = self._masks.get(key)
+            if bounds is None:
+                bounds = self._masks[key] = _mask_bounds(body, body[acc.pos].mask, self.sizes)
             if bounds:
                 names = [v.name for v in tile.vars]
                 clip = {names.index(v): (lo, hi) for v, lo, hi in bounds if v in names}
