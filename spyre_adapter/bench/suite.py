@@ -165,7 +165,16 @@ def kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_c
     """The benchmark row of one kernel: the planned program and the baselines
     (``single_core``: also plan it for one core; ``baselines_too`` off: none).
     A kernel no program fits is a row with the reason (``unplannable``): a
-    finding of the run, never its end."""
+    finding of the run, never its end. ``wall_s``: what the row took (planning,
+    executing and the baselines), for the run's time budget."""
+    t0 = time.perf_counter()
+    row = _kernel_row(kernel, source, label, m, single_core, baselines_too)
+    row["wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def _kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_core: bool,
+                baselines_too: bool) -> dict[str, Any]:
     try:
         program = plan(kernel, m, {})
     except (DoesNotFit, UnsupportedKernelError) as exc:
@@ -491,35 +500,41 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
     calib: list[dict[str, Any]] = []
     reference: dict[str, Any] | None = None
     t0 = time.perf_counter()
+    marks: list[tuple[str, float]] = []
+
+    def section(name: str, message: str) -> None:
+        marks.append((name, time.perf_counter()))
+        log(message)
+
     with use_machine(m):
         if "gemms" in sections:
-            log("GEMMs (our plan, LX even split, torch-spyre's rules; a row per process, two at a time)"
-                if not quick else "GEMMs (our plan, LX even split, torch-spyre's rules)")
+            section("gemms", "GEMMs (our plan, LX even split, torch-spyre's rules; a row per process, two at a time)"
+                    if not quick else "GEMMs (our plan, LX even split, torch-spyre's rules)")
             rows += bench_gemms(m, quick)
         if "chains" in sections:
-            log("chains")
+            section("chains", "chains")
             rows += bench_chains(m, quick)
         if workloads and "workloads" in sections:
-            log(f"workloads: {', '.join(p.name for p in workloads)}")
+            section("workloads", f"workloads: {', '.join(p.name for p in workloads)}")
             wl_rows, status = bench_workloads(m, workloads, max_numel)
             rows += wl_rows
             extra["workload_cases"] = status
         if "attention" in sections:
-            log("hand-written attention vs the generic path")
+            section("attention", "hand-written attention vs the generic path")
             attn = bench_attention(m, quick)
             extra["attention_gain_min"] = min(r["gain"] for r in attn)
         if "block" in sections:
-            log("decoder block")
+            section("block", "decoder block")
             block_rows, block = bench_block(m, quick)
             rows += block_rows
         if "calibration" in sections:
-            log("calibration (held-out measurements of the real card)")
+            section("calibration", "calibration (held-out measurements of the real card)")
             calib = calibration(m)
         if "reference" in sections:
-            log("torch-spyre's cost model on its sweep plan")
+            section("reference", "torch-spyre's cost model on its sweep plan")
             reference = reference_section(m, quick, reference_dir)
         if "mutants" in sections:
-            log("mutants of real kernels' programs")
+            section("mutants", "mutants of real kernels' programs")
             mut = bench_checks.mutation_section(m, per_operator=2 if quick else 3, quick=quick)
             extra.update({k: mut[k] for k in ("mutants", "mutants_killed", "mutants_killed_ratio",
                                               "mutants_killed_by_checker", "survivors")})
@@ -528,11 +543,13 @@ def run_bench(m: Machine, quick: bool = False, workloads: Sequence[Path] = (), m
             if "rule_self_test" in mut:
                 extra["checker_rule_self_test"] = mut["rule_self_test"]
     if "speed" in sections:
-        log("compile time and emulator speed (fresh processes, one at a time)")
+        section("speed", "compile time and emulator speed (fresh processes, one at a time)")
         speed = bench_speed.measure(quick, progress=lambda line: log(f"  {line}"))
         extra["speed"] = speed
         extra.update(bench_speed.summary(speed))
     extra["wall_s"] = time.perf_counter() - t0
+    ends = [t for _, t in marks[1:]] + [time.perf_counter()]
+    extra["section_wall_s"] = {name: end - t for (name, t), end in zip(marks, ends)}
     extra["sections"] = [s for s in SECTIONS if s in sections and (s != "workloads" or workloads)]
     return {"machine": m.to_dict(), "kernels": rows, "decoder_block": block, "calibration": calib,
             "vs_torch_spyre_cost_model": reference or {"skipped": "not run"}, "attention": attn,
