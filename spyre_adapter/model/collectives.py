@@ -10,7 +10,10 @@ carries), so a benchmark can put it against the link's roof.
 
 Every step costs ``link_latency_ns`` plus its bytes over ``link_gbps``. On the
 ``switch`` topology every pair of cards is one hop (peer to peer through the
-drawer's PCIe switch, each card's own link the bottleneck); on ``ring`` a card
+drawer's PCIe switch, each card's own link the bottleneck), so a card can send
+to all its peers in one step ("direct": the all-reduce is then two steps, a
+reduce-scatter and an all-gather, not the ring's 2(n-1); or one, "one-shot",
+each card sending its whole buffer to every peer, for small buffers); on ``ring`` a card
 reaches only its two neighbours and a message to a card ``d`` away pays ``d``
 latencies (cut-through forwarding).
 """
@@ -74,6 +77,12 @@ def _pipelined_chain(m: Machine, n: int, nbytes: float) -> float:
     return min((n - 2 + k) * _step(m, nbytes / k) for k in (2**j for j in range(11)))
 
 
+def _direct(m: Machine, n: int, nbytes: float) -> float:
+    """Every card sends its n-1 pieces of ``nbytes / n`` at once, one hop each
+    through the switch: one latency, (n-1)/n of the bytes over each card's link."""
+    return m.link_latency_ns + (n - 1) / n * nbytes / m.link_gbps
+
+
 def link_cost(op: str, nbytes: int, ranks: int, m: Machine, peer_distance: int = 1) -> LinkCost:
     """The modeled link time of one collective of ``nbytes`` (see the module
     docstring for what the size means per op) over ``ranks`` cards of ``m``."""
@@ -83,25 +92,36 @@ def link_cost(op: str, nbytes: int, ranks: int, m: Machine, peer_distance: int =
     if n <= 1:
         return LinkCost(op, nbytes, n, "local", 0.0)
     candidates: dict[str, float] = {}
+    switch = m.link_topology == "switch"
     if op == "all_reduce":
         # ring: a reduce-scatter then an all-gather, 2(n-1) steps of s/n each
         candidates["ring"] = 2 * (n - 1) * _step(m, s / n)
         # tree: reduce up a binomial tree, broadcast down it (latency-bound sizes)
         candidates["tree"] = 2 * _tree_rounds(m, n, s)
+        if switch:
+            # two-shot: every card sends each peer its share of the reduction at
+            # once, then each reduced share to every peer: two latencies, the
+            # ring's bytes through each card's own link
+            candidates["direct"] = 2 * _direct(m, n, s)
+            # one-shot: every card sends its whole buffer to every peer and
+            # reduces what it receives: one latency, n-1 buffers through its link
+            candidates["one-shot"] = m.link_latency_ns + (n - 1) * s / m.link_gbps
     elif op in ("all_gather", "reduce_scatter"):
         candidates["ring"] = (n - 1) * _step(m, s / n)
+        if switch:
+            candidates["direct"] = _direct(m, n, s)
     elif op in ("broadcast", "reduce"):
         candidates["tree"] = _tree_rounds(m, n, s)
         candidates["ring"] = _pipelined_chain(m, n, s)
     elif op in ("gather", "scatter"):
-        if m.link_topology == "switch":
+        if switch:
             # every card sends its piece at once; the root's link carries n-1 of them
-            candidates["direct"] = m.link_latency_ns + (n - 1) / n * s / m.link_gbps
+            candidates["direct"] = _direct(m, n, s)
         else:
             candidates["ring"] = (n - 1) * m.link_latency_ns + (n - 1) / n * s / m.link_gbps
     elif op == "all_to_all":
-        if m.link_topology == "switch":
-            candidates["direct"] = m.link_latency_ns + (n - 1) / n * s / m.link_gbps
+        if switch:
+            candidates["direct"] = _direct(m, n, s)
         else:
             # each piece of s/n travels min(d, n-d) hops; the load splits over both directions
             load = s / n * sum(min(d, n - d) for d in range(1, n)) / 2

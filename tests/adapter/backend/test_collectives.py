@@ -113,10 +113,10 @@ def test_a_collective_is_charged_in_the_report_and_drawn_on_the_link_track(tmp_p
     d = session.report.to_dict()
     assert d["link_ns"] == want == d["modeled_device_ns"]  # the card waits for eager collectives
     assert d["collectives"]["all_reduce"] == {"calls": 1, "bytes": 1 << 20, "modeled_ns": d["collectives"][
-        "all_reduce"]["modeled_ns"], "algorithms": {"ring": 1}}
+        "all_reduce"]["modeled_ns"], "algorithms": {"direct": 1}}
     assert "card-to-card link:" in session.report.summary()
     path = tmp_path / "trace.json"
     session.report.write_trace(path)
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("pid") == LINK_PID and e["ph"] == "X"]
-    assert [(e["name"], e["args"]["algorithm"]) for e in events] == [("all_reduce", "ring"), ("send", "direct")]
+    assert [(e["name"], e["args"]["algorithm"]) for e in events] == [("all_reduce", "direct"), ("send", "direct")]
     assert events[1]["ts"] == events[0]["ts"] + events[0]["dur"]

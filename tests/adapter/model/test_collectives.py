@@ -26,9 +26,24 @@ def test_bus_bandwidth_never_beats_the_link_and_approaches_it_for_large_messages
     assert 256 * MIB / big.ns * BUS_FACTOR[op](n) > 0.85 * link  # pipelined broadcast: ~0.88 at 8
 
 
-def test_small_all_reduces_take_the_tree_large_ones_the_ring() -> None:
-    assert link_cost("all_reduce", 64, 8, DEFAULT).algorithm == "tree"
-    assert link_cost("all_reduce", 64 * MIB, 8, DEFAULT).algorithm == "ring"
+def test_on_the_switch_an_all_reduce_takes_one_or_two_direct_steps_on_a_ring_topology_the_ring() -> None:
+    # Through the switch every card reaches every peer in one hop. Two-shot: a
+    # reduce-scatter then an all-gather, each one latency plus (n-1)/n of the
+    # buffer over the card's own link. One-shot: one latency, the whole buffer to
+    # each of the n-1 peers (small buffers; on 2 cards it never loses).
+    lat, link = DEFAULT.link_latency_ns, DEFAULT.link_gbps
+    for size in (MIB, 64 * MIB):
+        c = link_cost("all_reduce", size, 8, DEFAULT)
+        assert c.algorithm == "direct" and c.ns == pytest.approx(2 * lat + 2 * 7 / 8 * size / link)
+    small = link_cost("all_reduce", 64, 8, DEFAULT)
+    assert small.algorithm == "one-shot" and small.ns == pytest.approx(lat + 7 * 64 / link)
+    two = link_cost("all_reduce", MIB, 2, DEFAULT)
+    assert two.algorithm == "one-shot" and two.ns == pytest.approx(lat + MIB / link)
+    g = link_cost("all_gather", MIB, 4, DEFAULT)
+    assert g.algorithm == "direct" and g.ns == pytest.approx(lat + 3 / 4 * MIB / link)
+    ring = DEFAULT.replace(link_topology="ring")
+    assert link_cost("all_reduce", 64 * MIB, 8, ring).algorithm == "ring"
+    assert link_cost("all_gather", MIB, 4, ring).algorithm == "ring"
 
 
 def test_a_ring_topology_costs_more_than_the_switch_for_all_to_all_and_far_peers() -> None:
