@@ -33,6 +33,7 @@ from spyre_adapter.emulator.card import HELD, STALE, Card
 from spyre_adapter.emulator.execution import Execution
 from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.ordering import order_of
 from spyre_adapter.model.program import Program, itemsize
 from spyre_adapter.model.rules import static_check
@@ -87,6 +88,7 @@ def _take_held(p: Program, card: Card, checking: bool, epoch: int) -> None:
         st.fill_(epoch)
 
 
+@gc_paused
 def execute(p: Program, buffers: MutableMapping[str, torch.Tensor], card: Card,
             sizes: Mapping[sympy.Symbol, int] | None = None, checking: bool = True,
             replay: Replay | None = None, pe_threads: int = 1, measure_peak: bool = False) -> RunStats:

@@ -23,6 +23,7 @@ import torch
 from spyre_adapter.model import isa
 from spyre_adapter.model.checker_rules import enabled, switched_off
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.loop_steps import advanced, as_run, by_position, leaf_labels
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
@@ -161,6 +162,7 @@ class _Allocations:
 _PASSED = ProgramMemo()
 
 
+@gc_paused
 def static_check(p: Program, m: Machine, numels: Mapping[str, int], order: Order | None = None) -> dict[int, int]:
     """The data-independent rules of a program; returns each core's LX peak
     (the highest byte its instructions touch). ``numels``: elements of every

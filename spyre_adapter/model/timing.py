@@ -27,6 +27,7 @@ from typing import Any
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import EmulatorError
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.loop_steps import fewer_trips, loop_trips
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Instruction, Loop, Lx, Program, ProgramMemo, Region
@@ -506,6 +507,7 @@ class _Simulation:
 _TIMES = ProgramMemo()
 
 
+@gc_paused
 def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int] | None = None,
              keep_events: bool = True) -> Timeline:
     """Simulate program ``p`` on machine ``m``. ``dynamic_bytes``: DRAM bytes of

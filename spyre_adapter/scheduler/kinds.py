@@ -23,6 +23,7 @@ from spyre_shims.ops import POINTWISE
 from spyre_shims.reference import concrete
 
 from spyre_adapter.model.costs import op_counts
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.kinds import MATMUL_OPS, KernelKind, kind_of, register_kind
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
@@ -60,6 +61,7 @@ def _scan_unsupported(kernel: kir.KernelGroup) -> tuple[str, str, str] | None:
     return _loops_unsupported(kernel)
 
 
+@gc_paused
 def _plan_scan(kernel: kir.KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
     return plan_scan(kernel, m, sizes, kernel.name)
 
@@ -138,6 +140,7 @@ def _attention_work(kernel: kir.ExternKernel, sizes: Mapping[sympy.Symbol, int])
     return "pe", 4.0 * math.prod(q[:-1]) * k[-2] * q[-1]
 
 
+@gc_paused
 def _plan_attention(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
     return attention.program_for(kernel, m, sizes)
 

@@ -26,6 +26,7 @@ from spyre_shims.reference import concrete
 from spyre_adapter.model.bodies import accesses, indirect_levels
 from spyre_adapter.model.costs import lane_reductions
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Candidate, LoopPlan, Program, Resident
 from spyre_adapter.model.rules import first_violation
@@ -42,6 +43,7 @@ from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 MAX_CHUNKS = 4096
 
 
+@gc_paused
 def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                force: Division | None = None, lx_planning: bool = True, residency: Residency | None = None) -> Program:
     """Schedule a loop-kernel group onto the card: the cheapest division (by its

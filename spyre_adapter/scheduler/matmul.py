@@ -22,6 +22,7 @@ from spyre_shims.kernel_ir import ExternKernel
 from spyre_shims.reference import concrete
 
 from spyre_adapter.model.errors import DoesNotFit
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident, itemsize
 from spyre_adapter.model.rules import first_violation
@@ -353,6 +354,7 @@ def _built(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Map
     return build_program(kernel, s, g, m, sizes, name, share, plan, a_held)
 
 
+@gc_paused
 def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                 share: bool = True, max_cores: int | None = None, naive: bool = False,
                 a_held: Sequence[Resident] = ()) -> Program:

@@ -27,6 +27,7 @@ from spyre_shims.kernel_ir import ExternKernel, KernelGroup
 
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import DoesNotFit
+from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.loop_steps import instructions
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program, Resident, itemsize
@@ -243,6 +244,7 @@ def _sim(p: Program, m: Machine) -> float:
     return simulate(p, m, keep_events=False).total_ns
 
 
+@gc_paused
 def plan_residency(programs: Sequence[Program | None], outputs: set[str], m: Machine,
                    reads: Sequence[set[str]], writes: Sequence[set[str]],
                    cache: Any | None = None) -> tuple[list[Program | None], list[Decision]]:
