@@ -32,7 +32,7 @@ from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import build_looped, loop_pays
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
-from spyre_adapter.scheduler.matmul_program import tile_loops
+from spyre_adapter.scheduler.matmul_program import span_excess, tile_loops
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 
 
@@ -544,6 +544,10 @@ def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int
     gb, gm, gn, gk = split
     stick = m.stick_elems(s.out_isz)
     bb, mb, nb, kb = _per_core(s, Grid(gb, gm, gn, gk, 0, 0, 0), m)
+    why = span_excess(kernel, s, Grid(gb, gm, gn, gk, 0, 0, 0), m, sizes)
+    if why is not None:  # every tiling of the grid would be built, checked and refused
+        raise DoesNotFit(f"the {s.m}x{s.n}x{s.k} matmul on grid {split}: {why}",
+                         f"span_bytes_per_core={m.span_bytes_per_core}", name)
     tiles = itertools.product({min(mb, t) for t in (32, 64, 128, 256, 512, 1024, mb)},
                               {min(nb, t) for t in (stick, 128, 256, 512, 1024, nb)},
                               {min(kb, t) for t in (64, 128, 256, 512, 1024, kb)}, orders)

@@ -30,7 +30,7 @@ from spyre_adapter.model.program import (CoreProgram, DmaLoad, DmaStore, MatmulP
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 from spyre_adapter.scheduler.step_bodies import accumulate, epilogue
 
-__all__ = ["build", "build_looped", "loop_unit", "loop_pays", "LOOP_MIN_UNITS", "tile_loops"]
+__all__ = ["build", "build_looped", "loop_unit", "loop_pays", "LOOP_MIN_UNITS", "tile_loops", "span_excess"]
 
 
 class _View:
@@ -59,6 +59,28 @@ class _View:
 
 def _ext(total: int, block: int, i: int) -> tuple[int, int]:
     return min(total, i * block), min(total, (i + 1) * block)
+
+
+def span_excess(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> str | None:
+    """Why a core of grid ``g`` would address more of an operand than the per-core
+    span allows (None: every core is within it), from each core's block of each
+    operand view before anything is built: the span is the grid's, whatever the
+    tiling, and a program's rules check finds it only after a whole build."""
+    bb, mb, nb, kb = per_core(s, g, m)
+    views = {"a": _View(kernel.inputs[-2], sizes), "b": _View(kernel.inputs[-1], sizes),
+             "out": _View(kernel.output, sizes)}
+    for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)):
+        (b0, b1), (r0, r1), (c0, c1), (k0, k1) = (_ext(s.batch, bb, ib), _ext(s.m, mb, im), _ext(s.n, nb, in_),
+                                                  _ext(s.k, kb, ik))
+        if min(b1 - b0, r1 - r0, c1 - c0, k1 - k0) <= 0:
+            continue
+        for what, view, rows, cols in (("a", views["a"], (r0, r1), (k0, k1)), ("b", views["b"], (k0, k1), (c0, c1)),
+                                       ("out", views["out"], (r0, r1), (c0, c1))):
+            ends = [view.region(b, *rows, *cols).bounds() for b in (b0, b1 - 1)]
+            nbytes = (max(hi for _, hi in ends) - min(lo for lo, _ in ends) + 1) * itemsize(view.dtype)
+            if nbytes > m.span_bytes_per_core:
+                return f"per-core span of {view.name} ({what}): {nbytes} B > {m.span_bytes_per_core} B"
+    return None
 
 
 class _Emitter:

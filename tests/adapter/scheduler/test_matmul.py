@@ -150,3 +150,24 @@ def test_a_candidate_timed_from_prefixes_is_built_whole_when_chosen(monkeypatch:
     assert t_p <= 1.01 * t_whole
     got, want = K.run_program(p, kern, m)
     K.assert_same(got, want, ["c"], atol=0.1, rtol=1e-2)
+
+
+def test_a_grid_whose_cores_span_too_much_is_refused_before_building_with_the_rules_figure() -> None:
+    # A decode LM head shape scaled down: 12 x 8192 x 1024 fp16 split over N only, so
+    # each core's B block runs over K rows of the whole row-major weight.
+    from spyre_adapter.bench.suite import gemm_kernel
+    from spyre_adapter.model.errors import EmulatorError
+    from spyre_adapter.model.rules import static_check
+    from spyre_adapter.scheduler.matmul import plan_grid
+
+    k = gemm_kernel("lm", 12, 8192, 1024)
+    numels = {b.name: int(b.storage_numel) for b in k.buffers}
+    tight = DEFAULT.replace(span_bytes_per_core=1 << 20)
+    with pytest.raises(DoesNotFit, match=r"per-core span of b \(b\): (\d+) B > 1048576 B") as refused:
+        plan_grid(k, tight, {}, "lm", (1, 1, 32, 1))
+    # the same grid built where the span is allowed, then checked against the tight limit
+    p = plan_grid(k, DEFAULT, {}, "lm", (1, 1, 32, 1))
+    with pytest.raises(EmulatorError, match="per-core span exceeded") as rules:
+        static_check(p, tight, numels)
+    closed_form = refused.value.what.rsplit(": ", 1)[1].split(" B")[0]
+    assert f"{closed_form} B > 1048576 B" in str(rules.value)
