@@ -61,22 +61,25 @@ def _ext(total: int, block: int, i: int) -> tuple[int, int]:
     return min(total, i * block), min(total, (i + 1) * block)
 
 
+def _core_blocks(s: Any, g: Any, m: Machine) -> list[tuple[tuple[int, ...], tuple[tuple[int, int], ...]]]:
+    """Per core of grid ``g``, in core order: its grid coordinate and its block,
+    [lo, hi) of batch, rows, columns and K (empty at the edge of a ragged split)."""
+    bb, mb, nb, kb = per_core(s, g, m)
+    return [((ib, im, in_, ik), (_ext(s.batch, bb, ib), _ext(s.m, mb, im), _ext(s.n, nb, in_), _ext(s.k, kb, ik)))
+            for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk))]
+
+
 def span_excess(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> str | None:
     """Why a core of grid ``g`` would address more of an operand than the per-core
     span allows (None: every core is within it), from each core's block of each
     operand view before anything is built: the span is the grid's, whatever the
     tiling, and a program's rules check finds it only after a whole build."""
-    bb, mb, nb, kb = per_core(s, g, m)
-    views = {"a": _View(kernel.inputs[-2], sizes), "b": _View(kernel.inputs[-1], sizes),
-             "out": _View(kernel.output, sizes)}
-    for ib, im, in_, ik in itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)):
-        (b0, b1), (r0, r1), (c0, c1), (k0, k1) = (_ext(s.batch, bb, ib), _ext(s.m, mb, im), _ext(s.n, nb, in_),
-                                                  _ext(s.k, kb, ik))
-        if min(b1 - b0, r1 - r0, c1 - c0, k1 - k0) <= 0:
+    a, b, out = (_View(x, sizes) for x in (kernel.inputs[-2], kernel.inputs[-1], kernel.output))
+    for _, ((b0, b1), rows, cols, ks) in _core_blocks(s, g, m):
+        if min(hi - lo for lo, hi in ((b0, b1), rows, cols, ks)) <= 0:
             continue
-        for what, view, rows, cols in (("a", views["a"], (r0, r1), (k0, k1)), ("b", views["b"], (k0, k1), (c0, c1)),
-                                       ("out", views["out"], (r0, r1), (c0, c1))):
-            ends = [view.region(b, *rows, *cols).bounds() for b in (b0, b1 - 1)]
+        for what, view, r, c in (("a", a, rows, ks), ("b", b, ks, cols), ("out", out, rows, cols)):
+            ends = [view.region(batch, *r, *c).bounds() for batch in (b0, b1 - 1)]
             nbytes = (max(hi for _, hi in ends) - min(lo for lo, _ in ends) + 1) * itemsize(view.dtype)
             if nbytes > m.span_bytes_per_core:
                 return f"per-core span of {view.name} ({what}): {nbytes} B > {m.span_bytes_per_core} B"
@@ -111,12 +114,9 @@ class _Emitter:
 
     def build(self, name: str, sizes: Mapping[sympy.Symbol, int], plan: MatmulPlan) -> Program:
         s, g, m = self.s, self.g, self.m
-        bb, mb, nb, kb = per_core(s, g, m)
-        coords = list(itertools.product(range(g.gb), range(g.gm), range(g.gn), range(g.gk)))
+        coords, block_list = zip(*_core_blocks(s, g, m))
         core_of = {c: n for n, c in enumerate(coords)}
-        blocks = {}
-        for c, (ib, im, in_, ik) in enumerate(coords):
-            blocks[c] = (_ext(s.batch, bb, ib), _ext(s.m, mb, im), _ext(s.n, nb, in_), _ext(s.k, kb, ik))
+        blocks = dict(enumerate(block_list))
 
         def shape(c: int) -> tuple[int, ...]:
             return tuple(hi - lo for lo, hi in blocks[c])
