@@ -61,12 +61,24 @@ def _ints_of(v: Any, out: list[int]) -> None:
             _ints_of(x, out)
 
 
+def _is_dc(v: Any) -> bool:
+    # dataclasses.is_dataclass for instances, by type (called for every field of every step)
+    t = type(v)
+    got = _DC.get(t)
+    if got is None:
+        got = _DC[t] = dataclasses.is_dataclass(t)
+    return got
+
+
+_DC: dict[type, bool] = {}
+
+
 def _walk(obj: Any, out: list[int]) -> None:
     for name, adv in _fields(type(obj)):
         v = getattr(obj, name)
         if adv:
             _ints_of(v, out)
-        elif dataclasses.is_dataclass(v):
+        elif _is_dc(v):
             _walk(v, out)
         elif isinstance(v, tuple):
             _walk_seq(v, out)
@@ -74,7 +86,7 @@ def _walk(obj: Any, out: list[int]) -> None:
 
 def _walk_seq(v: tuple, out: list[int]) -> None:
     for x in v:
-        if dataclasses.is_dataclass(x):
+        if _is_dc(x):
             _walk(x, out)
         elif isinstance(x, tuple):
             _walk_seq(x, out)
@@ -88,7 +100,7 @@ def _labels(obj: Any, out: list[str]) -> None:
             k: list[int] = []
             _ints_of(v, k)
             out.extend([f"{cls}.{name}"] * len(k))
-        elif dataclasses.is_dataclass(v):
+        elif _is_dc(v):
             _labels(v, out)
         elif isinstance(v, tuple):
             for x in _flat_dataclasses(v):
@@ -97,7 +109,7 @@ def _labels(obj: Any, out: list[str]) -> None:
 
 def _flat_dataclasses(v: tuple) -> Iterator[Any]:
     for x in v:
-        if dataclasses.is_dataclass(x):
+        if _is_dc(x):
             yield x
         elif isinstance(x, tuple):
             yield from _flat_dataclasses(x)
@@ -122,7 +134,7 @@ def _same_shape(a: Any, b: Any) -> bool:
     """Equal but for advancing integers."""
     if type(a) is not type(b):
         return False
-    if dataclasses.is_dataclass(a):
+    if _is_dc(a):
         for name, adv in _fields(type(a)):
             x, y = getattr(a, name), getattr(b, name)
             if adv:
@@ -156,48 +168,90 @@ def diff(a: Any, b: Any) -> tuple[int, ...] | None:
     return tuple(y - x for x, y in zip(leaves(a), leaves(b)))
 
 
-def _rebuild(obj: Any, vals: Iterator[int]) -> Any:
-    changes = {}
-    for name, adv in _fields(type(obj)):
-        v = getattr(obj, name)
-        if adv:
-            nv = _put_ints(v, vals)
-        elif dataclasses.is_dataclass(v):
-            nv = _rebuild(v, vals)
-        elif isinstance(v, tuple):
-            nv = _rebuild_seq(v, vals)
-        else:
-            continue
-        if nv is not v and nv != v:
-            changes[name] = nv
-    return dataclasses.replace(obj, **changes) if changes else obj
-
-
-def _rebuild_seq(v: tuple, vals: Iterator[int]) -> tuple:
-    out = [(_rebuild(x, vals) if dataclasses.is_dataclass(x) else _rebuild_seq(x, vals) if isinstance(x, tuple)
-            else x) for x in v]
-    return v if all(p is q for p, q in zip(out, v)) else tuple(out)
-
-
-def _put_ints(v: Any, vals: Iterator[int]) -> Any:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return next(vals)
-    if isinstance(v, tuple):
-        return tuple(_put_ints(x, vals) for x in v)
-    return v
-
-
 def advanced(obj: Any, moves: Sequence[tuple[int, int]], times: int) -> Any:
     """``obj`` with advancing integer ``k`` moved by ``times * step`` for each
     ``(k, step)`` of ``moves``."""
     if not moves or times == 0:
         return obj
-    vals = leaves(obj)
+    return _mover(obj, moves)(times)
+
+
+def _leaf_paths(obj: Any, prefix: tuple = (), out: list[tuple] | None = None) -> list[tuple]:
+    """Where each integer of :func:`leaves` sits: field names and tuple indices."""
+    out = [] if out is None else out
+    for name, adv in _fields(type(obj)):
+        v = getattr(obj, name)
+        if adv:
+            _int_paths(v, prefix + (name,), out)
+        elif _is_dc(v):
+            _leaf_paths(v, prefix + (name,), out)
+        elif isinstance(v, tuple):
+            _seq_paths(v, prefix + (name,), out)
+    return out
+
+
+def _int_paths(v: Any, path: tuple, out: list[tuple]) -> None:
+    if isinstance(v, bool):
+        return
+    if isinstance(v, int):
+        out.append(path)
+    elif isinstance(v, tuple):
+        for i, x in enumerate(v):
+            _int_paths(x, path + (i,), out)
+
+
+def _seq_paths(v: tuple, path: tuple, out: list[tuple]) -> None:
+    for i, x in enumerate(v):
+        if _is_dc(x):
+            _leaf_paths(x, path + (i,), out)
+        elif isinstance(x, tuple):
+            _seq_paths(x, path + (i,), out)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def _with(obj: Any, name: str, value: Any) -> Any:
+    # dataclasses.replace without __init__: the fields copied, cached properties not
+    if not hasattr(obj, "__dict__"):
+        return dataclasses.replace(obj, **{name: value})
+    new = object.__new__(type(obj))
+    src, dst = obj.__dict__, new.__dict__
+    for f in _field_names(type(obj)):
+        dst[f] = src[f]
+    dst[name] = value
+    return new
+
+
+def _put(obj: Any, path: tuple, value: int) -> Any:
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(head, int):
+        return obj[:head] + (_put(obj[head], rest, value),) + obj[head + 1:]
+    return _with(obj, head, _put(getattr(obj, head), rest, value))
+
+
+def _mover(obj: Any, moves: Sequence[tuple[int, int]]) -> Any:
+    """``times -> advanced(obj, moves, times)``, finding the moved integers once
+    (a loop body's step is moved once per iteration)."""
+    if not moves:
+        return lambda times: obj
+    steps: dict[int, int] = {}
     for k, st in moves:
-        vals[k] += times * st
-    return _rebuild(obj, iter(vals))
+        steps[k] = steps.get(k, 0) + st
+    paths = _leaf_paths(obj)
+    base = leaves(obj)
+    moved = [(paths[k], base[k], st) for k, st in steps.items() if st]
+
+    def at(times: int) -> Any:
+        out = obj
+        for path, v, st in moved:
+            out = _put(out, path, v + times * st)
+        return out
+    return at
 
 
 def by_position(pairs: Sequence[tuple[int, int, int]]) -> dict[int, list[tuple[int, int]]]:
@@ -227,8 +281,9 @@ def expand(code: Sequence[Any]) -> Iterator[Any]:
     for x in as_run(code):
         if isinstance(x, LoopBase):
             adv = by_position(x.advance)
+            movers = [_mover(s, adv.get(j, ())) for j, s in enumerate(x.body)]
             for i in range(x.trips):
-                yield from expand([advanced(s, adv.get(j, ()), i) for j, s in enumerate(x.body)])
+                yield from expand([mv(i) for mv in movers])
         else:
             yield x
 

@@ -12,10 +12,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from spyre_adapter.model.loop_steps import advanced, by_position, diff
+from spyre_adapter.model.loop_steps import advanced, by_position, diff, leaves
 from spyre_adapter.model.program import Loop
 
-__all__ = ["Folded", "fold", "extrapolate", "looped"]
+__all__ = ["Folded", "fold", "extrapolate", "looped", "Run", "fold_runs"]
 
 
 # ------------------------------------------------------------------ finding loops
@@ -111,3 +111,98 @@ def looped(f: Folded, after: Sequence[tuple[int, int, int]] = ()) -> tuple[Any, 
 
 
 
+
+
+# ------------------------------------------------------------------ loops a builder marked
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """Where a builder wrote three iterations of a loop into a flat stream:
+    ``stream[start:start + 3 * length]``, standing for ``trips`` of them."""
+
+    start: int
+    length: int
+    trips: int
+
+
+def fold_runs(code: Sequence[Any], table: Sequence[Any], runs: Sequence[Run]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """A core's stream and allocation table with each of ``runs`` (in stream order,
+    apart) folded into a loop of its ``trips`` iterations, or None when the three
+    written iterations do not move alike (the loop would not be the stream).
+
+    The builder wrote the steps before and after each run at their real places
+    (addresses, offsets, ring tags), so the stream needs no ``after``. The table's
+    steps are counted in unrolled steps: what follows a loop is stored as the loop
+    leaves it at zero trips and moved by its ``after``, so a program with fewer
+    trips (:func:`~spyre_adapter.model.timing.truncated`) keeps its table right.
+    Allocations of one iteration become a loop of allocations; those of the second
+    and third must be the first's, moved by one and two iterations."""
+    out: list[Any] = []
+    at = 0
+    for r in runs:
+        if r.start < at or r.trips < 3 or r.length <= 0 or r.start + 3 * r.length > len(code):
+            return None
+        body = code[r.start:r.start + r.length]
+        moves = []
+        for j, x in enumerate(body):
+            d1 = diff(x, code[r.start + r.length + j])
+            if d1 is None or d1 != diff(code[r.start + r.length + j], code[r.start + 2 * r.length + j]):
+                return None
+            moves.extend((j, k, st) for k, st in enumerate(d1) if st)
+        out.extend(code[at:r.start])
+        out.append(Loop(r.trips, tuple(body), tuple(moves)))
+        at = r.start + 3 * r.length
+    out.extend(code[at:])
+    allocs = _fold_table(table, runs)
+    return None if allocs is None else (tuple(out), allocs)
+
+
+def _fold_table(table: Sequence[Any], runs: Sequence[Run]) -> tuple[Any, ...] | None:
+    def real(i: int) -> int:  # a written step's index in the unrolled stream
+        return i + sum((r.trips - 3) * r.length for r in runs if i >= r.start + 3 * r.length)
+
+    def moved(a: Any, by: int) -> Any:
+        return dataclasses.replace(a, first=a.first + by, last=a.last + by)
+
+    def at_real(a: Any) -> Any:
+        return dataclasses.replace(a, first=real(a.first), last=real(a.last))
+
+    # (sort key, item with unrolled step numbers, the real end of its loop or -1)
+    items: list[tuple[int, Any, int]] = []
+    claimed: set[int] = set()
+    for r in runs:
+        per = []
+        for it in range(3):
+            lo, hi = r.start + it * r.length, r.start + (it + 1) * r.length
+            got = sorted((a for a in table if lo <= a.first < hi), key=lambda a: (a.first, a.addr, a.name, a.last))
+            per.append(got)
+            claimed.update(id(a) for a in got)
+        if not per[0] and not table:
+            continue
+        if not per[0] or any(len(x) != len(per[0]) for x in per) or any(
+                moved(a, it * r.length) != b for it in (1, 2) for a, b in zip(per[0], per[it])):
+            return None
+        body = tuple(at_real(a) for a in per[0])
+        loop = Loop(r.trips, body, tuple((j, k, r.length) for j in range(len(body)) for k in (1, 2)))
+        items.append((real(r.start), loop, real(r.start) + r.trips * r.length))
+    items.extend((real(a.last), at_real(a), -1) for a in table if id(a) not in claimed)
+    items.sort(key=lambda t: (t[0], t[2] < 0))
+    # Each loop moves the step numbers that follow it in the table and lie past its
+    # end; they are stored as the loop leaves them at zero trips.
+    values = [leaves(x) for _, x, _ in items]
+    shift: list[dict[int, int]] = [{} for _ in items]
+    out = []
+    for p, (_, x, end) in enumerate(items):
+        if shift[p]:
+            x = advanced(x, sorted(shift[p].items()), -1)
+        if end >= 0:
+            step = x.advance[0][2] if x.advance else 0
+            after = []
+            for q in range(p + 1, len(items)):
+                for k, v in enumerate(values[q]):
+                    if k % 3 and v >= end:  # an allocation's first / last step (its address never moves)
+                        after.append((q - p - 1, k, step))
+                        shift[q][k] = shift[q].get(k, 0) + x.trips * step
+            x = dataclasses.replace(x, after=tuple(after))
+        out.append(x)
+    return tuple(out)

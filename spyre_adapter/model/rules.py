@@ -234,10 +234,11 @@ def _looped_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int
     trips = loop_counts(p)
     if trips is None or min(trips) <= LOOP_WINDOW + 1:
         return None
+    labels: dict[int, list[str]] = {}  # by item: a loop's ``after`` names many of those after it
     for c in p.cores:
         for seq in (c.instrs, c.allocs):
             for pos, x in enumerate(seq):
-                if isinstance(x, Loop) and not _lx_still(x, seq[pos + 1:]):
+                if isinstance(x, Loop) and not _lx_still(x, seq[pos + 1:], labels):
                     return None
     try:
         peaks = _static_check(truncated(p, min(trips) - LOOP_WINDOW), m, numels, None)
@@ -273,15 +274,20 @@ def _looped_check(p: Program, m: Machine, numels: Mapping[str, int]) -> dict[int
     return peaks
 
 
-def _lx_still(loop: Loop, after: Sequence[Any]) -> bool:
+def _lx_still(loop: Loop, after: Sequence[Any], labels: dict[int, list[str]]) -> bool:
     """No LX address moves with the loop (in its body or after it), and loops of
-    allocations move only their step ranges."""
+    allocations move only their step ranges. ``labels``: :func:`leaf_labels` by
+    item id, filled as they are asked for."""
     for j, k, _ in loop.advance:
         label = leaf_labels(loop.body[j])[k]
         if label in ("Lx.addr", "Alloc.addr") or label.endswith(".base"):
             return False
     for q, k, _ in loop.after:
-        label = leaf_labels(after[q])[k]
+        item = after[q]
+        named = labels.get(id(item))
+        if named is None:
+            named = labels[id(item)] = leaf_labels(item)
+        label = named[k]
         if label in ("Lx.addr", "Alloc.addr") or label.endswith(".base"):
             return False
     return not any(isinstance(x, Loop) for x in loop.body)

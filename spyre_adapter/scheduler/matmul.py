@@ -30,7 +30,7 @@ from spyre_adapter.model.structure import structure_digest, structure_sizes
 from spyre_adapter.model.timing import lower_bound_ns, simulate
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
-from spyre_adapter.scheduler.matmul_program import build_looped, loop_pays
+from spyre_adapter.scheduler.matmul_program import build_k_looped, build_looped, k_looped, loop_pays
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
 from spyre_adapter.scheduler.matmul_program import span_excess, tile_loops
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
@@ -327,8 +327,11 @@ def extrapolated_ns(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, s
     if cut is None:
         return None
     tiles, (p1, p2, p3) = cut
-    t1, t2, t3 = (simulate(build_program(kernel, s, g, m, sizes, name, share, plan, tiles=p), m,
-                           keep_events=False).total_ns for p in (p1, p2, p3))
+    def prefix(tiles: int) -> Program:  # its K walks as loops where they are long
+        got = build_k_looped(kernel, s, g, m, sizes, name, share, plan, tiles) if k_looped(s, g, m) else None
+        return got or build_program(kernel, s, g, m, sizes, name, share, plan, tiles=tiles)
+
+    t1, t2, t3 = (simulate(prefix(p), m, keep_events=False).total_ns for p in (p1, p2, p3))
     if abs((t3 - t2) - (t2 - t1)) > STEADY_TOLERANCE * (t3 - t2):
         return None
     return t3 + (tiles - p3) * (t3 - t2) / (p3 - p2)
@@ -344,9 +347,14 @@ def _prefix_time(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Mach
 
 def _built(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
            share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = ()) -> Program:
-    """The whole program of grid ``g``: its tile walk as a loop where building it
-    so pays (:func:`~.matmul_program.loop_pays`: long walks, such as a
-    long-context prefill's), else unrolled."""
+    """The whole program of grid ``g``: each tile's K walk as a loop where it is
+    long (:func:`~.matmul_program.k_looped`), else its tile walk as a loop where
+    building it so pays (:func:`~.matmul_program.loop_pays`: long walks, such as
+    a long-context prefill's), else unrolled."""
+    if k_looped(s, g, m):
+        p = build_k_looped(kernel, s, g, m, sizes, name, share, plan, a_held=a_held)
+        if p is not None:
+            return p
     if not a_held and loop_pays(s, g, m):
         p = build_looped(kernel, s, g, m, sizes, name, share, plan)
         if p is not None:
@@ -564,7 +572,7 @@ def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int
         plan = MatmulPlan(split, (g.tm, g.tn, g.tk), g.order, share, round(m.pe_efficiency(g.tm), 3),
                           round(c.total_ns, 1), len(fits))
         try:
-            prog = build_program(kernel, s, g, m, sizes, name, share, plan)
+            prog = _built(kernel, s, g, m, sizes, name, share, plan)  # as ours is built (K loops)
         except DoesNotFit as exc:
             reasons.append(str(exc))
             continue
@@ -675,7 +683,7 @@ def replan_with_held_a(p: Program, m: Machine, a_held: Sequence[Resident]) -> Pr
     if not _rows_line_up(s, g, m, a_held):
         raise DoesNotFit("row tiles straddle the cores holding A", "the held rows' cores", p.name)
     plan = dataclasses.replace(p.plan, order=order)
-    prog = build_program(kernel, s, g, m, sizes, p.name, p.plan.share, plan, a_held)
+    prog = _built(kernel, s, g, m, sizes, p.name, p.plan.share, plan, a_held)
     bad = first_violation(prog, m, {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers})
     if bad is not None:
         raise DoesNotFit(f"the program with A held breaks a hardware rule ({bad})", "", p.name)

@@ -30,7 +30,7 @@ from spyre_adapter.model.program import (CoreProgram, DmaLoad, DmaStore, MatmulP
 from spyre_adapter.scheduler.lx_alloc import Slot, SlotView, allocate
 from spyre_adapter.scheduler.step_bodies import accumulate, epilogue
 
-__all__ = ["build", "build_looped", "loop_unit", "loop_pays", "LOOP_MIN_UNITS", "tile_loops", "span_excess"]
+__all__ = ["build", "build_looped", "build_k_looped", "k_looped", "k_loop_split", "loop_unit", "loop_pays", "LOOP_MIN_UNITS", "tile_loops", "span_excess"]
 
 
 class _View:
@@ -136,7 +136,35 @@ class _Emitter:
             self.instrs.setdefault(c, [])
         n_steps = max((len(v) for v in streams.values()), default=0)
         self.slots: dict[tuple[int, Any], Slot] = {}
-        for t in range(n_steps):
+        # K loops: every core walks the same steps, so the loops' iterations line up
+        # across cores (their ring tags too); a core's runs, by its written steps
+        marks = {tuple(v) for c, v in self.kmarks.items() if c in streams} if self.kfold else set()
+        if len(marks) > 1 or (marks and len(self.kmarks) != len(streams)):
+            raise _NoKLoop("cores walk K differently")
+        at_mark = {t: (n, trips) for *ts, trips in (next(iter(marks)) if marks else ()) for n, t in enumerate(ts)}
+        written: dict[int, list[int]] = {c: [] for c in streams}
+        runs: dict[int, list[loops.Run]] = {c: [] for c in streams}
+        tags: list[int] = []
+        for t in range(n_steps + 1):
+            if t in at_mark:
+                n, trips = at_mark[t]
+                tags.append(self.tag)
+                for c in streams:
+                    written[c].append(len(self.instrs[c]))
+                if n == 3:  # three iterations written: the tags of the others are taken
+                    d = tags[1] - tags[0]
+                    ws = [written[c] for c in streams]
+                    if tags[2] - tags[1] != d or tags[3] - tags[2] != d or any(
+                            w[1] - w[0] != w[2] - w[1] or w[3] - w[2] != w[2] - w[1] for w in ws):
+                        raise _NoKLoop("K loop iterations differ")
+                    self.tag += (trips - 3) * d
+                    for c in streams:
+                        w = written[c]
+                        runs[c].append(loops.Run(w[0], w[1] - w[0], trips))
+                        written[c] = []
+                    tags = []
+            if t == n_steps:
+                break
             for c in sorted(streams):
                 if t < len(streams[c]):
                     self.emit(c, streams[c][t], a_groups, b_groups, coords, core_of, streams, t)
@@ -147,6 +175,11 @@ class _Emitter:
                 cores.append(CoreProgram(c, ()))
                 continue
             out, table, _ = allocate(instrs, m.lx_usable_bytes, m.stick_bytes, periodic=self.periodic)
+            if runs.get(c):
+                folded = loops.fold_runs(out, table, runs[c])
+                if folded is None:
+                    raise _NoKLoop("K loop iterations do not move alike")
+                out, table = folded
             cores.append(CoreProgram(c, out, table))
         return Program(name, "matmul", self.k, tuple(self.bodies), tuple(cores), plan,
                        tuple((str(k), v) for k, v in sizes.items()), lx_in=tuple(self.a_held))
@@ -173,12 +206,22 @@ class _Emitter:
             seen_a: set[int] = set()
             seen_b: set[int] = set()
             for mt, nt in pairs:
-                for ki, kt in enumerate(kts):
+                walk = list(enumerate(kts))
+                folded = k_loop_split(len(kts)) if self.kfold else None
+                if folded is not None:  # the K loop's first three iterations stand for all of it
+                    head, period, trips, tail = folded
+                    walk = walk[:head + 3 * period] + walk[len(kts) - tail:]
+                marks: list[int] = []
+                for n, (ki, kt) in enumerate(walk):
+                    if folded is not None and n in (head, head + period, head + 2 * period, head + 3 * period):
+                        marks.append(len(steps))
                     if g.order != "a" or mt[0] not in seen_a:
                         steps.append(("a", bi, mt, kt, ki))
                     if g.order != "b" or nt[0] not in seen_b:
                         steps.append(("b", bi, kt, nt, ki))
                     steps.append(("pe", bi, mt, nt, kt, ki))
+                if folded is not None:
+                    self.kmarks.setdefault(c, []).append((*marks, folded[2]))
                 seen_a.add(mt[0])
                 seen_b.add(nt[0])
                 steps.append(("done", bi, mt, nt))
@@ -435,19 +478,68 @@ def tile_loops(s: Any, g: Any, m: Machine) -> tuple[int, int]:
     return bb * n_mt * n_nt, n_mt if g.order == "b" else n_nt if g.order == "a" else 1
 
 
+#: K steps of a tile's walk kept out of its K loop before and after it (the
+#: first step starts the accumulator, the streamed slices' buffers settle into
+#: their alternation), the loop's period in K steps (two buffers alternate), and
+#: the fewest iterations a K loop is written with.
+K_HEAD, K_TAIL, K_PERIOD, K_MIN_TRIPS = 2, 2, 2, 4
+
+
+def k_loop_split(nk: int) -> tuple[int, int, int, int] | None:
+    """How a tile's walk of ``nk`` K steps is written as a loop: (K steps before
+    it, K steps per iteration, iterations, K steps after it); None when the walk is
+    too short to gain from a loop."""
+    middle = nk - K_HEAD - K_TAIL
+    trips = middle // K_PERIOD
+    if trips < K_MIN_TRIPS:
+        return None
+    return K_HEAD, K_PERIOD, trips, K_TAIL + middle % K_PERIOD
+
+
+class _NoKLoop(Exception):
+    """The program's K walks do not make one loop per tile alike on every core."""
+
+
+def k_looped(s: Any, g: Any, m: Machine) -> bool:
+    """Whether the busiest core's tiles walk K long enough to be written as loops
+    (:func:`build_k_looped`)."""
+    _, _, _, kb = per_core(s, g, m)
+    return k_loop_split(-(-kb // min(g.tk, kb))) is not None
+
+
+def build_k_looped(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+                   share: bool, plan: MatmulPlan, tiles: int | None = None,
+                   a_held: Sequence[Resident] = ()) -> Program | None:
+    """The program of :func:`build` with each output tile's K walk written as a
+    loop: the builder writes three of its iterations (and the steps around them at
+    their real addresses, offsets and ring tags) and folds them
+    (:func:`spyre_adapter.model.loops.fold_runs`), so building, checking and
+    simulating grow with the tiles, not with K. Unrolled, it is the program
+    :func:`build` writes, step for step (test_matmul.py). None when the cores'
+    walks differ (edge blocks of a K split) or the iterations do not move alike.
+    ``tiles``, ``a_held``: as :func:`build` has them."""
+    try:
+        return build(kernel, s, g, m, sizes, name, share, plan, a_held, tiles=tiles, kloop=True)
+    except _NoKLoop:
+        return None
+
+
 def build(kernel: ExternKernel, s: Any, g: Any, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
           share: bool, plan: MatmulPlan, a_held: Sequence[Resident] = (), tiles: int | None = None,
-          periodic: bool = True) -> Program:
+          periodic: bool = True, kloop: bool = False) -> Program:
     """The program of matmul ``kernel`` on grid ``g``; raises
     :class:`~.lx_alloc.LxFull` when its tiles do not fit. ``a_held``: shares of
     the A operand an earlier kernel left in LX (each a run of whole rows).
     ``tiles``: only every core's first ``tiles`` output tiles (a prefix of the
     program, for timing extrapolation; it computes part of the output).
     ``periodic``: LX addresses by role (see :func:`.lx_alloc.allocate`; the
-    programs fold into loops), else first fit."""
+    programs fold into loops), else first fit. ``kloop``: each tile's K walk
+    written as a loop (see :func:`build_k_looped`; raises :class:`_NoKLoop`)."""
     e = _Emitter(kernel, s, g, m, sizes, share and not a_held)
     e.tiles = tiles
     e.periodic = periodic
+    e.kfold = kloop
+    e.kmarks = {}
     e.a_held = list(a_held)
     e.held_done = set()
     e.held_slots = {}
