@@ -21,11 +21,12 @@ their modules here too.
 | :mod:`~spyre_shims.compat.config` | Inductor and Dynamo config, validated patching |
 | :mod:`~spyre_shims.compat.caches` | ``code_hash``, the cache folder, code caches |
 | :mod:`~spyre_shims.compat.autotune` | ``AsyncCompile``, ``select_algorithm``, kernel templates |
-| :mod:`~spyre_shims.compat.compiler` | ``compile_fx`` and its inner entry point |
+| :mod:`~spyre_shims.compat.compiler` | ``compile_fx`` and its inner entry point, what it returns (``OutputCode``) |
 | :mod:`~spyre_shims.compat.sizevars` | the size-variable allocator, sympy helpers, version-normalised sizevars queries |
 | :mod:`~spyre_shims.compat.dynamo` | ``allow_in_graph``, backend registration and helpers (``register_backend``, ``aot_autograd``), counters, Dynamo's utils and exceptions |
 | :mod:`~spyre_shims.compat.aot` | AOTAutograd's entry points: ``aot_module_simplified``, boxed compilers, partitioners |
 | :mod:`~spyre_shims.compat.guards` | Dynamo guards and sources |
+| :mod:`~spyre_shims.compat.cudagraphs` | Inductor's cudagraph trees and the checks before recording one |
 | :mod:`~spyre_shims.compat.utils` | helpers device backends share |
 
 Classes are Inductor's own (``isinstance`` and subclassing work); functions are

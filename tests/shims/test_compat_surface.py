@@ -300,3 +300,20 @@ def test_functorch_config_and_guard_sources() -> None:
     assert isinstance(attr, guards.Source) and attr.base is local
     assert guards.is_from_local_source(attr)
     assert guards.GuardSource.LOCAL in list(guards.GuardSource)
+
+
+def test_cudagraphs_checks_run_without_a_gpu() -> None:
+    """What Dynamo's cudagraphs backend asks before recording, on a CPU graph."""
+    import torch
+
+    from spyre_shims.compat import cudagraphs, utils
+
+    gm = torch.fx.symbolic_trace(lambda x, y: x * y + 1)
+    infos = cudagraphs.get_placeholder_info(gm.graph)
+    assert [type(i) for i in infos] == [cudagraphs.PlaceholderInfo] * 2
+    index = cudagraphs.BoxedDeviceIndex(None)
+    index.set(0)
+    assert index.value == 0
+    cudagraphs.reset_cudagraph_trees()  # no tree recorded: nothing to free
+    with utils.enable_aot_logging():
+        assert torch.equal(gm(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
