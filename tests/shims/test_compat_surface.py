@@ -317,3 +317,17 @@ def test_cudagraphs_checks_run_without_a_gpu() -> None:
     cudagraphs.reset_cudagraph_trees()  # no tree recorded: nothing to free
     with utils.enable_aot_logging():
         assert torch.equal(gm(torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_rule_follows_reexports_instead_of_excluding_them() -> None:
+    """A public name a Dynamo module defines that the stable module already serves under
+    the same name (re-exported by ``torch._dynamo``) is the same object, not a clash:
+    no no-equivalent entry for it, and ``migrate`` finds the stable name from either spelling."""
+    from spyre_codemods.stable_names import StableNames
+
+    for qualname in ("torch._dynamo.decorators.disable", "torch._dynamo.backends.registry.list_backends",
+                     "torch._dynamo.eval_frame.OptimizedModule"):
+        assert qualname not in API.no_equivalent, qualname
+    names = StableNames("2.10", None)
+    assert names.target("torch._dynamo.decorators.disable") == names.target("torch._dynamo.disable")
+    assert names.target("torch._dynamo.decorators.disable") is not None
