@@ -33,6 +33,7 @@ __all__ = [
     'get_aot_compilation_context',
     'AOTConfig',
     'ViewAndMutationMeta',
+    'SerializableAOTDispatchCompiler',
     'default_partition',
     'min_cut_rematerialization_partition',
     'nop',

@@ -331,3 +331,40 @@ def test_rule_follows_reexports_instead_of_excluding_them() -> None:
     names = StableNames("2.10", None)
     assert names.target("torch._dynamo.decorators.disable") == names.target("torch._dynamo.disable")
     assert names.target("torch._dynamo.decorators.disable") is not None
+
+
+def test_every_name_dynamos_backends_use_has_a_decision() -> None:
+    """The Dynamo-backend corpus of the installed wheel (``tools/mine_backend_surface.py
+    --corpus dynamo``): every name Dynamo's own compiler backends use is served by a stable
+    name (or is an option of a served config module), or is a documented no-equivalent with
+    its reason. Mined on 2.13, the release the tier was designed from."""
+    import importlib.metadata
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from spyre_codemods.stable_names import StableNames
+
+    release = importlib.metadata.version("torch").split("+")[0]
+    if not release.startswith("2.13."):
+        pytest.skip(f"the Dynamo corpus was mined on 2.13; this is {release}")
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "tools"))
+    try:
+        from mine_backend_surface import mine
+    finally:
+        sys.path.remove(str(root / "tools"))
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    table = mine(Path(spec.origin).parent / "_inductor", release, "dynamo")
+    assert "torch._functorch.partitioners.min_cut_rematerialization_partition" in table  # via functorch.compile
+    names = StableNames(release, None)
+    undecided = []
+    for qualname in sorted(table):
+        owner = qualname.rpartition(".")[0]
+        if names.target(qualname) is not None or (names.is_module(owner) and names.target(owner) is not None):
+            continue
+        if qualname in API.no_equivalent or names.canonical(qualname) in API.no_equivalent:
+            continue
+        undecided.append(qualname)
+    assert undecided == []
