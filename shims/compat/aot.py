@@ -1,4 +1,4 @@
-"""AOTAutograd: the entry points a Dynamo backend compiles forward and backward graphs with, boxed compilers, partitioners.
+"""AOTAutograd: the entry points a Dynamo backend compiles its graphs with, boxed compilers, partitioners.
 
 Tier 2 of the stable API (``spyre_shims.compat``): what an out-of-tree Dynamo
 backend takes from ``torch._functorch`` (``functorch.compile``): wrapping its
@@ -80,8 +80,9 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-def aot_module_simplified(mod: Any, args: Any, fw_compiler: Callable[..., Any], bw_compiler: Callable[..., Any] | None = None,
-                          partition_fn: Callable[..., Any] | None = None, decompositions: dict[Any, Any] | None = None,
+def aot_module_simplified(mod: Any, args: Any, fw_compiler: Callable[..., Any],
+                          bw_compiler: Callable[..., Any] | None = None, partition_fn: Callable[..., Any] | None = None,
+                          decompositions: dict[Any, Any] | None = None,
                           keep_inference_input_mutations: bool = False,
                           inference_compiler: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Trace ``mod`` (an FX graph module) with AOTAutograd and compile its forward
