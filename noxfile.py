@@ -132,10 +132,11 @@ def surface(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, venv_backend="uv|venv")
 def api_index(session: nox.Session) -> None:
-    """Regenerate codemods/data/api_index.json.gz, the per-release index of torch._inductor and
-    torch._dynamo (modules, names, class bases, signatures) the upgrade codemod checks against.
+    """Regenerate codemods/data/api_index.json.gz, the per-release index of torch._inductor,
+    torch._dynamo and torch._functorch (modules, names, class bases, signatures) the upgrade codemod
+    and the stable API's table check against.
 
-    For each supported release: the .py files of those two packages are read from an extracted
+    For each supported release: the .py files of those packages are read from an extracted
     tree under --src when there is one (e.g. `-- --src ~/torch-src`), else from the release
     wheel, which is downloaded (~1 GB, CUDA build), read and deleted. Never imports torch.
     Pass releases after `--` to index only those (the committed file holds all supported ones).

@@ -1,4 +1,4 @@
-"""What ``torch._inductor`` and ``torch._dynamo`` contain in each supported release.
+"""What ``torch._inductor``, ``torch._dynamo`` and ``torch._functorch`` (AOTAutograd) contain in each supported release.
 
 Generated from the release wheels by :mod:`spyre_codemods.index_build` (nox session
 ``api_index``) and shipped as package data (``data/api_index.json.gz``). Per module:
@@ -37,7 +37,7 @@ __all__ = [
 
 SCHEMA = 1
 #: Packages whose modules the index describes.
-INDEXED_PACKAGES: tuple[str, ...] = ("torch._inductor", "torch._dynamo")
+INDEXED_PACKAGES: tuple[str, ...] = ("torch._inductor", "torch._dynamo", "torch._functorch")
 INDEX_PATH = Path(__file__).resolve().parent / "data" / "api_index.json.gz"
 _MAX_DEPTH = 20  # import chains are short; this only stops cycles
 

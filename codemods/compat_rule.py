@@ -29,6 +29,7 @@ from pathlib import Path
 from spyre_surface.compat_api import DECLARATION_PATH, RULE_PATH, load_compat_api
 
 from .api_index import ApiIndex, Signature, load_index
+from .compat_table import resolve_in
 
 __all__ = ["apply_rule", "compatible", "render", "main"]
 
@@ -98,6 +99,18 @@ def _verdict(releases: list[str], entries: dict[str, str]) -> str | None:
     return None
 
 
+def _same_object(index: ApiIndex, qualname: str, others: list[str]) -> bool:
+    """Does ``qualname`` name, in every release, the object one of ``others`` names there
+    (``torch._dynamo.backends.registry.list_backends`` is ``torch._dynamo.list_backends``)?"""
+    for release in index.release_names:
+        view = index.view(release)
+        assert view is not None
+        mine = resolve_in(view, qualname)
+        if mine is None or all((r := resolve_in(view, q)) is None or r[0] != mine[0] for q in others):
+            return False
+    return True
+
+
 def apply_rule(index: ApiIndex | None = None) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """``({stable module: {name: qualname}}, {qualname: reason})`` the rule adds."""
     index = index or load_index()
@@ -114,6 +127,10 @@ def apply_rule(index: ApiIndex | None = None) -> tuple[dict[str, dict[str, str]]
                 continue
             reason = _verdict(releases, entries)
             if reason is None and name in taken:
+                same = [q for q in api.modules[stable].names[name].locations] if name in api.modules[stable].names \
+                    else [names[stable][name]] if name in names.get(stable, {}) else []
+                if same and _same_object(index, qualname, same):
+                    continue  # another spelling of a name the module serves: migrate follows it there
                 reason = f"its name is taken in {stable} by another Inductor object"
             if reason is not None:
                 excluded[qualname] = reason

@@ -1,8 +1,8 @@
 """Build the per-release API index (:mod:`spyre_codemods.api_index`) from release sources.
 
-Input: one source tree per release holding ``torch/_inductor`` and ``torch/_dynamo``
+Input: one source tree per release holding ``torch/_inductor``, ``torch/_dynamo`` and ``torch/_functorch``
 (an extracted wheel, never imported), or the release wheel itself, of which only the
-``.py`` files of those two packages are read. Output: one gzip JSON where every fact
+``.py`` files of those packages are read. Output: one gzip JSON where every fact
 carries the set of releases it holds in (a bit mask), so ten releases cost little
 more than one.
 
@@ -30,7 +30,7 @@ from spyre_matrix.catalog import load_catalog
 from spyre_matrix.source_tree import ModuleIndex, render_signature
 from spyre_matrix.sources import download_wheel
 
-from .api_index import INDEXED_PACKAGES, INDEX_PATH, SCHEMA
+from .api_index import INDEX_PATH, INDEXED_PACKAGES, SCHEMA
 
 __all__ = ["index_release", "merge_releases", "write_index", "main"]
 

@@ -4,8 +4,10 @@ The declaration (``surface/compat_api.toml``) names the internal places of each
 ``spyre_shims.compat.<module>`` name; vendor code often imports a name from a
 module that only re-exports it (``from torch._inductor.codegen.common import
 IndentedBuffer``), so the per-release API index follows re-exports to the place
-the name is defined before the look-up. A stable name is only offered when the
-generated table shows it resolving on ``--to``.
+the name is defined before the look-up; the other way round, a name imported from
+where it is defined (``from torch._dynamo.decorators import disable``) finds the
+stable name declared at a module that re-exports it (``torch._dynamo.disable``).
+A stable name is only offered when the generated table shows it resolving on ``--to``.
 """
 
 from __future__ import annotations
@@ -73,10 +75,21 @@ class StableNames:
                     return f"{origin[0]}.{origin[1]}" if origin[1] else origin[0]
         return qualname
 
+    @functools.cached_property
+    def _by_definition(self) -> dict[str, str]:
+        """Where each declared location is defined -> that declared location."""
+        found: dict[str, str] = {}
+        for qualname in sorted(self.api.internal_names()):
+            found.setdefault(self.canonical(qualname), qualname)
+        return found
+
     @functools.lru_cache(maxsize=4096)
     def target(self, qualname: str) -> StableTarget | None:
         """The stable name for an internal qualname (``None``: no equivalent)."""
-        return self._declared(qualname) or self._declared(self.canonical(qualname))
+        canonical = self.canonical(qualname)
+        declared = self._by_definition.get(canonical)
+        return (self._declared(qualname) or self._declared(canonical)
+                or (self._declared(declared) if declared is not None else None))
 
     def is_module(self, qualname: str) -> bool:
         return any(view.has_module(qualname) for view in self._views)

@@ -379,11 +379,12 @@ def free_unbacked_symbols(node: Any) -> set[Any]:
     raise TypeError(f"{type(node).__name__} has neither get_free_symbol_uses nor get_unbacked_symbol_uses")
 
 
-def config_patch(overrides: dict[str, Any]) -> Any:
-    """``torch._inductor.config.patch(overrides)``, naming every unknown option first."""
+def config_patch(overrides: dict[str, Any], module: str = "torch._inductor.config", what: str = "Inductor") -> Any:
+    """``torch._inductor.config.patch(overrides)`` (or another config ``module``'s, named
+    ``what`` in errors), naming every unknown option first."""
     import difflib
 
-    config = importlib.import_module("torch._inductor.config")
+    config = importlib.import_module(module)
 
     def known(key: str) -> bool:
         obj: Any = config
@@ -399,7 +400,7 @@ def config_patch(overrides: dict[str, Any]) -> Any:
         names = list(config.get_config_copy())
         hints = [f"{key!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(key, names, 1)) else "")
                  for key in unknown]
-        raise ValueError(f"unknown Inductor config option(s) on torch {installed()}: {', '.join(hints)}")
+        raise ValueError(f"unknown {what} config option(s) on torch {installed()}: {', '.join(hints)}")
     return config.patch(dict(overrides))
 
 

@@ -4,7 +4,9 @@ A backend that drives Inductor directly (its own scheduling, layout passes, ops
 handlers, FX passes, lowerings, config) imports Inductor's names from these
 modules instead of ``torch._inductor`` / ``torch._dynamo``; each name resolves
 to what the installed release calls it, so one source tree runs on every release
-2.6 - 2.15. ``spyre-adapter migrate`` rewrites direct imports onto them.
+2.6 - 2.15. ``spyre-adapter migrate`` rewrites direct imports onto them. Dynamo
+backends (``torch._dynamo`` registration, ``torch._functorch`` AOTAutograd) have
+their modules here too.
 
 | module | extension point |
 |---|---|
@@ -19,9 +21,12 @@ to what the installed release calls it, so one source tree runs on every release
 | :mod:`~spyre_shims.compat.config` | Inductor and Dynamo config, validated patching |
 | :mod:`~spyre_shims.compat.caches` | ``code_hash``, the cache folder, code caches |
 | :mod:`~spyre_shims.compat.autotune` | ``AsyncCompile``, ``select_algorithm``, kernel templates |
-| :mod:`~spyre_shims.compat.compiler` | ``compile_fx`` and its inner entry point |
+| :mod:`~spyre_shims.compat.compiler` | ``compile_fx`` and its inner entry point, what it returns (``OutputCode``) |
 | :mod:`~spyre_shims.compat.sizevars` | the size-variable allocator, sympy helpers, version-normalised sizevars queries |
-| :mod:`~spyre_shims.compat.dynamo` | ``allow_in_graph``, backends, counters, guards |
+| :mod:`~spyre_shims.compat.dynamo` | ``allow_in_graph``, backend registration and helpers (``register_backend``, ``aot_autograd``), counters, Dynamo's utils and exceptions |
+| :mod:`~spyre_shims.compat.aot` | AOTAutograd's entry points: ``aot_module_simplified``, boxed compilers, partitioners |
+| :mod:`~spyre_shims.compat.guards` | Dynamo guards and sources |
+| :mod:`~spyre_shims.compat.cudagraphs` | Inductor's cudagraph trees and the checks before recording one |
 | :mod:`~spyre_shims.compat.utils` | helpers device backends share |
 
 Classes are Inductor's own (``isinstance`` and subclassing work); functions are
@@ -42,12 +47,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._torch import compat_api as _compat_api
-from .codegen import (
-    get_interface_for_device,
-    register_backend_for_device,
-    register_device_op_overrides,
-    register_interface_for_device,
-)
+from .codegen import (get_interface_for_device, register_backend_for_device, register_device_op_overrides,
+                      register_interface_for_device)
 from .config import inductor_config
 from .sizevars import check_equals, free_unbacked_symbols, guard_int, size_hint, size_hint_or_throw
 

@@ -40,6 +40,14 @@ __all__ = [
     'split_const_gm',
     'static_input',
     'with_fresh_cache_if_config',
+    'CompiledAOTI',
+    'CompiledFxGraph',
+    'CompiledFxGraphConstants',
+    'CompiledFxGraphConstantsWithGm',
+    'MockFXGraphCacheOutput',
+    'OutputCode',
+    'get_expanded_dims',
+    'index_expanded_dims',
 ]
 
 

@@ -11,9 +11,8 @@ members are Inductor's and are not promised; the names are, on every release
 
 from __future__ import annotations
 
-from typing import Any
-
 from contextlib import AbstractContextManager
+from typing import Any
 
 from .._torch import inductor as _inductor
 from ._lazy import resolve as _resolve
@@ -21,8 +20,10 @@ from ._lazy import resolve as _resolve
 __all__ = [
     'inductor',
     'dynamo',
+    'functorch',
     'inductor_config',
     'dynamo_config',
+    'functorch_config',
 ]
 
 
@@ -54,4 +55,15 @@ def dynamo_config(**overrides: Any) -> AbstractContextManager[Any]:
     on every release.
     """
     patch: AbstractContextManager[Any] = _inductor.dynamo_config_patch(overrides)
+    return patch
+
+
+def functorch_config(**overrides: Any) -> AbstractContextManager[Any]:
+    """Patch ``torch._functorch.config`` (AOTAutograd's options) inside a ``with`` block
+    (also a decorator).
+
+    Raises ``ValueError`` naming every option the installed release does not have
+    (with the closest known name) before patching anything.
+    """
+    patch: AbstractContextManager[Any] = _inductor.config_patch(overrides, "torch._functorch.config", "functorch")
     return patch

@@ -211,7 +211,7 @@ class TestMigrate(CodemodTest):
 
             torch._inductor.config.debug = True
             torch._inductor.codecache.PyCodeCache.cache_clear()
-            torch._inductor.debug.DebugContext()
+            torch._inductor.freezing.freeze(gm)
             KINDS = (ComputedBuffer, LoopBody, CachingAutotuner, grid)
             """,
             f"""
@@ -226,8 +226,8 @@ class TestMigrate(CodemodTest):
 
             inductor.debug = True
             PyCodeCache.cache_clear()
-            {TAG} torch._inductor.debug.DebugContext [inductor-other]: an Inductor internal outside the backend extension points: keep it vendor-owned or move the logic onto the Kernel IR (spyre_shims.backend)
-            torch._inductor.debug.DebugContext()
+            {TAG} torch._inductor.freezing.freeze [inductor-other]: an Inductor internal outside the backend extension points: keep it vendor-owned or move the logic onto the Kernel IR (spyre_shims.backend)
+            torch._inductor.freezing.freeze(gm)
             KINDS = (ComputedBuffer, LoopBody, CachingAutotuner, grid)
             """,
         )
@@ -296,6 +296,41 @@ class TestMigrate(CodemodTest):
                 {TAG} torch._inductor.ir.NotInAnyRelease [ir]: not in spyre_shims.compat.ir (Inductor-internal, no stable name): keep it vendor-owned behind one module of yours
                 return LoopBody, Pointwise, tir.NotInAnyRelease
             """,
+        )
+
+    def test_dynamo_backend_moves_to_compat(self) -> None:
+        """A Dynamo backend written the way out-of-tree ones are: AOTAutograd through a
+        module alias, a name imported from where it is defined while the stable name is
+        declared where Dynamo re-exports it (``decorators.disable`` is ``torch._dynamo.disable``),
+        a config alias, a source."""
+        self.assertCodemod(
+            """
+            import torch._functorch.aot_autograd as aot_autograd
+            from torch._dynamo.backends.registry import register_backend
+            from torch._dynamo.decorators import disable
+            from torch._dynamo.source import LocalSource
+            from torch._functorch import config as functorch_config
+
+            @register_backend
+            def accel(gm, example_inputs):
+                functorch_config.debug_assert = True
+                compiled = aot_autograd.aot_module_simplified(gm, example_inputs, aot_autograd.make_boxed_func)
+                return disable(compiled), LocalSource("x")
+            """,
+            """
+            from spyre_shims.compat.dynamo import register_backend
+            from spyre_shims.compat.dynamo import disable
+            from spyre_shims.compat.guards import LocalSource
+            from spyre_shims.compat.config import functorch as functorch_config
+            from spyre_shims.compat.aot import aot_module_simplified, make_boxed_func
+
+            @register_backend
+            def accel(gm, example_inputs):
+                functorch_config.debug_assert = True
+                compiled = aot_module_simplified(gm, example_inputs, make_boxed_func)
+                return disable(compiled), LocalSource("x")
+            """,
+            source="2.10",
         )
 
     def test_code_without_internals_is_untouched(self) -> None:
