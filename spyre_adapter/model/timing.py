@@ -257,8 +257,10 @@ class _Simulation:
                  keep_events: bool) -> None:
         self.p, self.m, self.dynamic_bytes, self.keep_events = p, m, dynamic_bytes, keep_events
         self.buffers = _buffer_dtypes(p)
-        # (a looped stream unrolled here, not kept on the program: it is the big form)
-        self.instrs = {c.core: tuple(expand(c.instrs)) if c.looped else c.steps for c in p.cores}
+        # A looped stream is unrolled here, not kept on the program (the big form),
+        # unless the program holds it unrolled already.
+        self.instrs = {c.core: tuple(expand(c.instrs)) if c.looped and "steps" not in vars(c) else c.steps
+                       for c in p.cores}
         self.n_total = sum(len(v) for v in self.instrs.values())
         # per core, by step index: dependences not yet retired, same-core dependents, engine queue key
         self.deps_left: dict[int, list[int]] = {}
