@@ -167,8 +167,8 @@ def _fold_table(table: Sequence[Any], runs: Sequence[Run]) -> tuple[Any, ...] | 
     def at_real(a: Any) -> Any:
         return dataclasses.replace(a, first=real(a.first), last=real(a.last))
 
-    # (sort key, item with unrolled step numbers, the real end of its loop or -1)
-    items: list[tuple[int, Any, int]] = []
+    # (sort key, item with unrolled step numbers, the real end of its loop or -1, its step)
+    items: list[tuple[int, Any, int, int]] = []
     claimed: set[int] = set()
     for r in runs:
         per = []
@@ -184,19 +184,18 @@ def _fold_table(table: Sequence[Any], runs: Sequence[Run]) -> tuple[Any, ...] | 
             return None
         body = tuple(at_real(a) for a in per[0])
         loop = Loop(r.trips, body, tuple((j, k, r.length) for j in range(len(body)) for k in (1, 2)))
-        items.append((real(r.start), loop, real(r.start) + r.trips * r.length))
-    items.extend((real(a.last), at_real(a), -1) for a in table if id(a) not in claimed)
+        items.append((real(r.start), loop, real(r.start) + r.trips * r.length, r.length))
+    items.extend((real(a.last), at_real(a), -1, 0) for a in table if id(a) not in claimed)
     items.sort(key=lambda t: (t[0], t[2] < 0))
     # Each loop moves the step numbers that follow it in the table and lie past its
     # end; they are stored as the loop leaves them at zero trips.
-    values = [leaves(x) for _, x, _ in items]
+    values = [leaves(x) for _, x, _, _ in items]
     shift: list[dict[int, int]] = [{} for _ in items]
     out = []
-    for p, (_, x, end) in enumerate(items):
+    for p, (_, x, end, step) in enumerate(items):
         if shift[p]:
             x = advanced(x, sorted(shift[p].items()), -1)
         if end >= 0:
-            step = x.advance[0][2] if x.advance else 0
             after = []
             for q in range(p + 1, len(items)):
                 for k, v in enumerate(values[q]):
