@@ -81,6 +81,17 @@ class Backend(abc.ABC):
     device: str = ""
     #: Extern kernels (aten op names) the backend implements itself.
     extern_ops: frozenset[str] = frozenset({"mm", "bmm", "addmm", "baddbmm"})
+    #: Functional collectives (``torch.ops._c10d_functional`` op names) the backend
+    #: runs as kernels of its own under ``torch.compile``: ``"all_reduce_"`` (what
+    #: ``all_reduce`` and tensor-parallel layers lower to), ``"all_gather_into_tensor"``,
+    #: ``"reduce_scatter_tensor"``. Each reaches :meth:`compile` as an
+    #: :class:`~spyre_shims.kernel_ir.ExternKernel` of that ``op`` with one input
+    #: (an in-place op's output is the same buffer, role ``inout``; another's its
+    #: own buffer, allocated by the generated code) and its scalar arguments as
+    #: attrs by schema name (``reduce_op``, ``group_size``, ``group_name``; see
+    #: :func:`spyre_shims.distributed.link_group`); its ``wait_tensor`` is then no
+    #: host fallback. Empty: they run on the host.
+    collective_ops: frozenset[str] = frozenset()
     #: Optional behaviours, by stable name. ``"reduce_to_single_element"``: the
     #: backend splits large reductions itself, so Inductor must not split them.
     #: ``"scan"``: cumulative ops (cumsum, cumprod, logcumsumexp) reach the

@@ -806,9 +806,22 @@ def buffer_view(flat: torch.Tensor, spec: Any, sizes: Mapping[sympy.Symbol, int]
     return flat.as_strided(size, stride, flat.storage_offset() + concrete(spec.offset, sizes))
 
 
+#: Functional collectives whose reference semantics are torch.distributed's own
+#: (``all_reduce_`` in place; the others write their output).
+COLLECTIVE_OPS = frozenset({"all_reduce_", "all_gather_into_tensor", "reduce_scatter_tensor"})
+
+
 def run_extern(kernel: Any, buffers: Mapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> None:
-    """Reference semantics of the matmul-family extern kernels (fp32 accumulation)."""
+    """Reference semantics of the matmul-family extern kernels (fp32 accumulation)
+    and of the functional collectives (run by torch.distributed on the host
+    views: every rank of the group must run it too)."""
     ins = [buffer_view(buffers[b.name], b, sizes) for b in kernel.inputs]
+    if kernel.op in COLLECTIVE_OPS:
+        functional = torch.ops._c10d_functional
+        done = functional.wait_tensor(getattr(functional, kernel.op)(ins[0], *(v for _, v in kernel.attrs)))
+        if not kernel.op.endswith("_"):
+            buffer_view(buffers[kernel.output.name], kernel.output, sizes).copy_(done)
+        return
     out = buffer_view(buffers[kernel.output.name], kernel.output, sizes)
     acc = torch.float64 if out.dtype == torch.float64 else torch.float32
     op = kernel.op

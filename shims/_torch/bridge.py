@@ -90,7 +90,7 @@ def _graph_state(wrapper: Any, device: str) -> dict[str, Any]:
     # is its own graph, called from its parent's code any number of times.
     state = getattr(wrapper, "_shim_state", None)
     if state is None:
-        state = {"device": device, "kernels": [], "fallbacks": [], "ids": itertools.count(),
+        state = {"device": device, "kernels": [], "fallbacks": [], "ids": itertools.count(), "collective_buffers": set(),
                  "graph": f"graph{next(_GRAPH_IDS)}_{_PROCESS_TOKEN}", "calls_subgraphs": False}
         wrapper._shim_state = state
     return state
@@ -117,6 +117,54 @@ def record_custom_kernel(wrapper: Any, device: str, node: Any, op: str) -> None:
     out = kir.BufferSpec(node.get_name(), inputs[0].dtype if inputs else "float32", (), ())
     _graph_state(wrapper, device)["kernels"].append(
         kir.ExternKernel(name, op.split(".")[1], tuple(inputs), out, tuple(b.name for b in inputs), scalars))
+
+
+#: The functional collectives' namespace in the dispatcher.
+_COLLECTIVES = "_c10d_functional."
+
+
+def _collective_name(op: str) -> str | None:
+    """``all_reduce_`` for ``_c10d_functional.all_reduce_.default`` (None: not a functional collective)."""
+    return op[len(_COLLECTIVES):].split(".")[0] if op.startswith(_COLLECTIVES) else None
+
+
+def _waits_on(node: Any) -> set[str]:
+    names = set()
+    for inp in getattr(node, "inputs", ()):
+        try:
+            names.add(ind.real_name(ind.operand(inp)[0]))
+        except TypeError:
+            return {"?"}
+    return names or {"?"}
+
+
+def capture_collective(wrapper: Any, device: str, node: Any, op: str) -> kir.ExternKernel | None:
+    """Kernel IR of a functional collective of one tensor: an in-place one
+    (``all_reduce_``, name ending in ``_``) has its buffer as input and output;
+    another (``all_gather_into_tensor``...) its input and its own output buffer.
+    Scalar arguments by schema name (``reduce_op``, ``group_size``, ``group_name``).
+    None for a form the Kernel IR does not carry (several tensors, several
+    outputs, a view): it stays a host call."""
+    tensors = list(getattr(node, "inputs", ()))
+    in_place = op.endswith("_")
+    if len(tensors) != 1 or (in_place and getattr(node, "outputs", None)):
+        return None
+    try:
+        name, layout = ind.operand(tensors[0])
+        spec = capture.buffer_spec(ind.real_name(name), layout, "input")
+        out = None if in_place else capture.buffer_spec(ind.real_name(node.get_name()), node.get_layout(), "output")
+    except (TypeError, AttributeError, NotImplementedError):
+        return None
+    schema = getattr(getattr(node, "op_overload", None), "_schema", None)
+    names = [a.name for a in schema.arguments if "Tensor" not in str(a.type)] if schema is not None else []
+    values = list(getattr(node, "constant_args", ()))
+    if len(names) != len(values) or not all(isinstance(v, (str, int, float, bool)) for v in values):
+        return None
+    if out is None:
+        out = kir.BufferSpec(spec.name, spec.dtype, spec.size, spec.stride, spec.offset, spec.storage_numel, "inout")
+    symbols = capture.symbols_of([e for b in (spec, out) for e in (*b.size, *b.stride, b.offset)])
+    return kir.ExternKernel(_kernel_name(wrapper, device), op, (spec,), out, tuple(dict.fromkeys((spec.name, out.name))),
+                            tuple(zip(names, (str(v) if isinstance(v, str) else v for v in values))), symbols)
 
 
 def record_fallback(wrapper: Any, device: str, op: str) -> None:
@@ -263,24 +311,45 @@ def _make_wrapper(device: str) -> type:
                 record_fallback(self, device, ind.fallback_op_name(node))
             return super().generate_extern_kernel_out(*args, **kwargs)  # type: ignore[misc]
 
-        def _record_host_call(self, node: Any) -> None:
+        def _record_host_call(self, node: Any) -> bool:
+            """Record a host call of the graph; True when it became a device kernel
+            instead (a functional collective the backend runs), whose call is written."""
             # Before 2.8 generate_fallback_kernel goes through generate_extern_kernel_alloc:
             # record each node once.
-            if ind.node_device_type(node) != device or getattr(node, "_shim_recorded", False):
-                return
+            if ind.node_device_type(node) != device:
+                return False
+            if getattr(node, "_shim_recorded", False):
+                return bool(getattr(node, "_shim_on_device", False))
             node._shim_recorded = True
             op = ind.fallback_op_name(node)
             if op.startswith(f"{NAMESPACE}."):
                 record_custom_kernel(self, device, node, op)  # a hand-written kernel: runs on the device
-            else:
-                record_fallback(self, device, op)
+                return False
+            collective = _collective_name(op)
+            state = _graph_state(self, device)
+            if collective in _backend_for(device).collective_ops:
+                kernel = capture_collective(self, device, node, collective)
+                if kernel is not None:
+                    if kernel.output.role == "output":
+                        # the host call allocated its output; the device kernel writes into one made here
+                        self.writeline(self.make_buffer_allocation(node))  # type: ignore[attr-defined]
+                    emit_kernel(self, device, kernel)
+                    state["collective_buffers"].update(kernel.args)
+                    node._shim_on_device = True
+                    return True
+            if collective == "wait_tensor" and _waits_on(node) <= state["collective_buffers"]:
+                return False  # the device kernel completed the collective: waiting moves no data
+            record_fallback(self, device, op)
+            return False
 
         def generate_extern_kernel_alloc(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-            self._record_host_call(node)
+            if self._record_host_call(node):
+                return None
             return super().generate_extern_kernel_alloc(node, *args, **kwargs)  # type: ignore[misc]
 
         def generate_fallback_kernel(self, node: Any, *args: Any, **kwargs: Any) -> Any:
-            self._record_host_call(node)
+            if self._record_host_call(node):
+                return None
             return super().generate_fallback_kernel(node, *args, **kwargs)  # type: ignore[misc]
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:

@@ -303,6 +303,41 @@ class HostBackedGroup(dist.ProcessGroup):
         return self._checked("barrier", self._gloo.barrier(opts or dist.BarrierOptions()))
 
 
+def group_named(name: str) -> Any:
+    """The process group the functional collectives call ``name`` (one-line
+    :class:`CollectiveError` when there is none)."""
+    import torch.distributed.distributed_c10d as c10d_mod
+
+    resolve = getattr(c10d_mod, "_resolve_process_group", None)
+    if resolve is None:
+        raise CollectiveError(f"torch {torch.__version__} cannot look a process group up by name "
+                              "(torch.distributed.distributed_c10d._resolve_process_group is missing)")
+    if not dist.is_initialized():
+        raise CollectiveError(f"process group {name!r}: torch.distributed is not initialised "
+                              "(call init_process_group first)")
+    try:
+        return resolve(name)
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise CollectiveError(f"no process group named {name!r} ({_transport_reason(exc)})") from None
+
+
+def exchange(group: Any, sends: Sequence[tuple[int, torch.Tensor]], recvs: Sequence[tuple[int, torch.Tensor]],
+             tag: int) -> None:
+    """Send each ``(peer, tensor)`` of ``sends`` and fill each of ``recvs`` from its
+    peer (group ranks), every send posted before the first receive waits, so ranks
+    that all exchange at once never wait on each other. Raw bytes through gloo:
+    nothing is announced to the listener (the caller charges the link itself)."""
+    transport = group._gloo if isinstance(group, HostBackedGroup) else group
+    try:
+        works = [transport.send([t.contiguous()], peer, tag) for peer, t in sends]
+        for peer, t in recvs:
+            transport.recv([t], peer, tag).wait()
+        for w in works:
+            w.wait()
+    except RuntimeError as exc:
+        raise _failed(f"link exchange #{tag}", exc) from None
+
+
 def register(name: str, device: HostBackedDevice, listener: Listener | None) -> None:
     """Register c10d backend ``name`` as the default of ``device`` (``init_process_group()``
     on its tensors, or ``backend="cpu:gloo,<device>:<name>"``)."""
