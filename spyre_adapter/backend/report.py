@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from spyre_adapter.model.collectives import LinkCost
     from spyre_adapter.model.timing import Timeline
 
+#: A compiled collective's functional op -> the link model's name of it (as eager collectives are reported).
+_LINK_OPS = {"all_reduce_": "all_reduce", "all_gather_into_tensor": "all_gather",
+             "reduce_scatter_tensor": "reduce_scatter"}
+
 
 @dataclasses.dataclass
 class LaunchRecord:
@@ -84,6 +88,8 @@ class DeviceReport:
         with self._lock:
             if self.keep_programs and program is not None:
                 self.programs.setdefault(name, program)
+            if getattr(program, "kind", None) == "collective":
+                self._program_link(program, timeline)
             self.launches.append(LaunchRecord(name, self.clock_ns, metrics, timeline if self.keep_timelines else None))
             self.clock_ns += metrics.modeled_ns
             self.launch_count += 1
@@ -111,6 +117,22 @@ class DeviceReport:
             row["bytes"] += cost.nbytes
             row["modeled_ns"] += cost.ns
             row["algorithms"][cost.algorithm] += 1
+
+    def _program_link(self, program: Any, timeline: Timeline) -> None:
+        """A compiled collective's link time: inside its program's modeled time
+        (the clock advances by the launch, not again here), counted with the
+        link's figures. Called with the lock held."""
+        plan = program.plan
+        ns = sum(lanes.get("link", 0.0) for lanes in timeline.busy.values())
+        first = min((e.start for e in timeline.events if e.engine == "link"), default=0.0)
+        op = _LINK_OPS.get(plan.op, plan.op)
+        self.link_calls.append((op, self.clock_ns + first, ns, plan.nbytes, f"{plan.algorithm}, program"))
+        self.link_ns += ns
+        row = self.collectives.setdefault(op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0, "algorithms": Counter()})
+        row["calls"] += 1
+        row["bytes"] += plan.nbytes
+        row["modeled_ns"] += ns
+        row["algorithms"][f"{plan.algorithm} (program)"] += 1
 
     @contextlib.contextmanager
     def host_time(self, phase: str) -> Iterator[None]:

@@ -35,6 +35,7 @@ from spyre_adapter.model.machine_spec import MachineSpecError
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.structure import structure_digest
 from spyre_adapter.scheduler import kinds as _builtin_kinds  # noqa: F401 - registers the built-in kinds
+from spyre_adapter.scheduler.collectives import COLLECTIVE_OPS
 from spyre_adapter.scheduler.residency import plan_residency
 from spyre_adapter.scheduler.residency import summary as residency_summary
 
@@ -134,6 +135,7 @@ class SpyreBackend(Backend):
 
     device = "spyre"
     features = frozenset({"reduce_to_single_element", "scan", "tuple_reduction", "complex_as_real"})
+    collective_ops = COLLECTIVE_OPS
 
     def __init__(self) -> None:
         self._loaded: weakref.WeakValueDictionary[str, Executable] = weakref.WeakValueDictionary()

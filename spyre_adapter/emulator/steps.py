@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from spyre_shims.distributed import link_group
 from spyre_shims.kernel_ir import LoopKernel
 from spyre_shims.ops import torch_dtype
 from spyre_shims.reference import (KernelFault, combine_partials, compile_evaluation, evaluate, merge_partials,
@@ -32,8 +33,8 @@ from spyre_adapter.emulator.card import Where, where_of
 from spyre_adapter.emulator.lx_memory import LxMemory, NotBatchable
 from spyre_adapter.model import isa
 from spyre_adapter.model.bodies import index_cone
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Pe,
-                                         RingRecv, RingSend, Vec)
+from spyre_adapter.model.program import (AddrGen, Barrier, CollectivePlan, Combine, DmaGather, DmaLoad, DmaScatter,
+                                         DmaStore, LinkExchange, Pe, RingRecv, RingSend, Vec)
 from spyre_adapter.model.traffic import index_sticks
 
 if TYPE_CHECKING:
@@ -297,6 +298,28 @@ _register(RingSend, run=_one_by_one(_ring_send), record=_record_send, batch_key=
 _register(RingRecv, run=_ring_recv, record=_record_recv, batch_key=lambda ins: ("recv", ins.dst),
           level_key=_recv_level_key, pool_key=_recv_pool_key)
 _register(Barrier, run=_barrier, record=lambda ex, group: None)
+
+
+# ------------------------------------------------------------------ link
+
+def _link_exchange(ex: Execution, core: int, step: int, ins: LinkExchange) -> None:
+    """The card's part of one exchange: its regions sent to their peers (the
+    process of that rank), the peers' regions received into its DRAM."""
+    plan = ex.p.plan
+    if not isinstance(plan, CollectivePlan):
+        raise ex.fail("link exchange outside a collective", core, step, "-", "the program names no process group")
+    group = link_group(plan.group)
+    if (group.rank, group.size) != (plan.rank, plan.ranks):
+        raise ex.fail("link exchange in another group", core, step, "-",
+                      f"planned as rank {plan.rank} of {plan.ranks}, running as rank {group.rank} of {group.size}")
+    sends = [(peer, rp.region(ex.buffers, r).clone()) for peer, r in ins.sends]
+    recvs = [(peer, torch.empty(r.sizes, dtype=ex.buffers[r.buffer].dtype)) for peer, r in ins.recvs]
+    group.exchange(sends, recvs, ins.tag)
+    for (_, r), (_, data) in zip(ins.recvs, recvs):
+        rp.region(ex.buffers, r).copy_(data)
+
+
+_register(LinkExchange, run=_one_by_one(_link_exchange))
 
 
 # ------------------------------------------------------------------ compute

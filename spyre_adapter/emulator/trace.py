@@ -9,7 +9,7 @@ from typing import Any
 
 from spyre_adapter.model.timing import Timeline
 
-_TID = {"dma_in": 0, "dma_out": 1, "ring_tx": 2, "ring_rx": 3, "vec": 4, "pe": 5, "sync": 6}
+_TID = {"dma_in": 0, "dma_out": 1, "ring_tx": 2, "ring_rx": 3, "vec": 4, "pe": 5, "sync": 6, "link": 7}
 
 
 def trace_events(launches: Iterable[tuple[str, float, Timeline]]) -> list[dict[str, Any]]:

@@ -33,9 +33,9 @@ from spyre_shims import kernel_ir as kir
 from spyre_adapter.model.costs import pe_ns, vec_cycles
 from spyre_adapter.model.loop_steps import as_run, count, map_code
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, Combine, DmaGather, DmaLoad, DmaScatter,
-                                         DmaStore, Instruction, Loop, Lx, Operand, Pe, Program, Region, RingRecv,
-                                         RingSend, Vec, itemsize)
+from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, CollectivePlan, Combine, DmaGather, DmaLoad,
+                                         DmaScatter, DmaStore, Instruction, LinkExchange, Loop, Lx, Operand, Pe,
+                                         Program, Region, RingRecv, RingSend, Vec, itemsize)
 from spyre_adapter.model.traffic import region_sticks
 
 __all__ = ["Step", "Checks", "ISA", "STEP_TYPES", "step", "views", "map_views", "lx_accesses", "dram_accesses",
@@ -62,6 +62,10 @@ class Checks(Protocol):
     def dma_region(self, region: Region, lx: Lx, write: bool, accumulate: bool) -> None:
         """A strided DMA: a known buffer, matching element count and dtype, inside
         the tensor, counted in the core's span and in the race check."""
+
+    def link_region(self, region: Region, write: bool) -> None:
+        """A region a link exchange moves: a known buffer, inside the tensor, in
+        the race check."""
 
 
 class Step(abc.ABC, Generic[S]):
@@ -366,6 +370,74 @@ class _Barrier(Step[Barrier]):
         return f"barrier #{ins.tag}", "", ""
 
 
+# ------------------------------------------------------------------ link
+
+def link_hops(p: Program, m: Machine, peer: int) -> int:
+    """Link hops from this card to ``peer`` (one through the switch; on a ring of
+    cards the shorter way round)."""
+    plan = p.plan
+    if m.link_topology == "switch" or not isinstance(plan, CollectivePlan):
+        return 1
+    d = (peer - plan.rank) % plan.ranks
+    return max(1, min(d, plan.ranks - d))
+
+
+class _LinkExchange(Step[LinkExchange]):
+    type = LinkExchange
+    lane = "link"
+
+    def views(self, ins: LinkExchange) -> Views:
+        return []
+
+    def map_views(self, ins: LinkExchange, fn: Callable[[Any], Any]) -> LinkExchange:
+        return ins
+
+    def lx_accesses(self, ins: LinkExchange, bodies: Sequence[kir.LoopKernel]) -> tuple[Views, Views]:
+        return [], []
+
+    def dram_accesses(self, ins: LinkExchange) -> tuple[list[DramRef], list[DramRef]]:
+        return [r for _, r in ins.sends], [r for _, r in ins.recvs]
+
+    def renamed(self, ins: LinkExchange, names: Mapping[str, str]) -> LinkExchange:
+        def moved(pairs: tuple[tuple[int, Region], ...]) -> tuple[tuple[int, Region], ...]:
+            return tuple((peer, dataclasses.replace(r, buffer=names.get(r.buffer, r.buffer))) for peer, r in pairs)
+        return LinkExchange(moved(ins.sends), moved(ins.recvs), ins.tag)
+
+    def describe(self, ins: LinkExchange, bodies: Sequence[kir.LoopKernel]) -> tuple[str, str, str]:
+        return (f"link.exchange #{ins.tag}", " ".join(f"{_region(r)}->card{peer}" for peer, r in ins.sends),
+                " ".join(f"card{peer}->{_region(r)}" for peer, r in ins.recvs))
+
+    def duration(self, ins: LinkExchange, p: Program, m: Machine, memo: dict[int, list[str]]) -> float:
+        # Full duplex: the sends and the receives move at once, each direction at
+        # the card's link rate; one latency per hop of the farthest peer (the
+        # matching exchange on every peer is assumed to start when this one does).
+        dtypes = _region_dtypes(p)
+        sent = sum(r.numel * itemsize(dtypes[r.buffer]) for _, r in ins.sends)
+        got = sum(r.numel * itemsize(dtypes[r.buffer]) for _, r in ins.recvs)
+        hops = max((link_hops(p, m, peer) for peer, _ in (*ins.sends, *ins.recvs)), default=1)
+        return hops * m.link_latency_ns + max(sent, got) / m.link_gbps
+
+    def dram_bytes(self, ins: LinkExchange, dtypes: Mapping[str, str], stick: int, dynamic: int | None) -> int:
+        return sum(region_sticks(r, itemsize(dtypes[r.buffer]), stick) * stick
+                   for _, r in (*ins.sends, *ins.recvs))
+
+    def check(self, ins: LinkExchange, checks: Checks) -> None:
+        for _, r in ins.sends:
+            checks.link_region(r, False)
+        for _, r in ins.recvs:
+            checks.link_region(r, True)
+
+    def buffer(self, ins: LinkExchange, p: Program, lx: Lx | None) -> str:
+        return next((r.buffer for _, r in (*ins.sends, *ins.recvs)), "-")
+
+
+def _region_dtypes(p: Program) -> dict[str, str]:
+    out = {name: dt for name, dt, _ in p.workspace}
+    if p.kernel is not None:
+        out.update({b.name: b.dtype for b in p.kernel.buffers})
+    return out
+
+
 # ------------------------------------------------------------------ compute
 
 class _Pe(Step[Pe]):
@@ -529,7 +601,7 @@ class _Combine(_Body[Combine]):
 #: Step type -> its record.
 ISA: dict[type, Step[Any]] = {r.type: r for r in (
     _DmaLoad(), _DmaStore(), _DmaGather(), _DmaScatter(), _RingSend(), _RingRecv(), _Vec(), _Combine(), _AddrGen(),
-    _Pe(), _Barrier())}
+    _Pe(), _Barrier(), _LinkExchange())}
 #: Every step type, in :data:`ISA`'s order.
 STEP_TYPES: tuple[type, ...] = tuple(ISA)
 

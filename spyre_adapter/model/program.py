@@ -16,6 +16,8 @@ typed instructions over its LX scratchpad (byte addresses) and the card's DRAM
   partials; :class:`AddrGen` computes the DRAM indices of irregular accesses.
 * :class:`Pe` multiplies LX tiles on the PE arrays, accumulating in fp32.
 * :class:`Barrier` orders cores' DRAM accesses within the kernel.
+* :class:`LinkExchange` moves DRAM regions between this card and its peers
+  over the card-to-card link (a collective's program).
 * :class:`Loop` runs a body of steps several times, their addresses advanced
   by constant steps each iteration (:mod:`spyre_adapter.model.loops`).
 
@@ -46,16 +48,17 @@ from spyre_adapter.model.loop_steps import MAX_TRIPS, LoopBase, count, expand, i
 
 __all__ = [
     "PROGRAM_VERSION", "Box", "Region", "Lx", "Operand", "DmaLoad", "DmaStore", "DmaGather", "DmaScatter",
-    "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "Instruction", "Loop", "Code",
+    "RingSend", "RingRecv", "Vec", "Combine", "AddrGen", "Pe", "Barrier", "LinkExchange", "Instruction", "Loop",
+    "Code",
     "Alloc", "CoreProgram",
-    "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "Plan", "Program", "ProgramFormatError",
+    "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "CollectivePlan", "Plan", "Program", "ProgramFormatError",
     "to_json", "from_json", "itemsize", "ProgramMemo",
 ]
 
 #: Bumped when the JSON form changes; readers reject other versions
 #: (3: a candidate division holds its row cores and reduction split, not a label;
-#: 4: loops in a core's stream).
-PROGRAM_VERSION = 4
+#: 4: loops in a core's stream; 5: link exchanges, collective programs).
+PROGRAM_VERSION = 5
 
 #: (start, stop) per dimension.
 Box = tuple[tuple[int, int], ...]
@@ -277,7 +280,22 @@ class Barrier:
     tag: int
 
 
-Instruction = Union[DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen, Pe, Barrier]
+@dataclasses.dataclass(frozen=True)
+class LinkExchange:
+    """One exchange over the card-to-card link, issued by one core's DMA engine:
+    each ``(peer, region)`` of ``sends`` leaves this card's DRAM for card ``peer``
+    (a rank of the collective's group), each of ``recvs`` arrives from ``peer``
+    into this card's DRAM. Every card of the group runs the matching exchange
+    under the same ``tag``: what card ``p`` sends to this one is what this one
+    receives from ``p``."""
+
+    sends: tuple[tuple[int, Region], ...]
+    recvs: tuple[tuple[int, Region], ...]
+    tag: int
+
+
+Instruction = Union[DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen, Pe, Barrier,
+                    LinkExchange]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -439,7 +457,27 @@ class AttentionPlan:
     units: int
 
 
-Plan = Union[LoopPlan, MatmulPlan, AttentionPlan]
+@dataclasses.dataclass(frozen=True)
+class CollectivePlan:
+    """A collective over ``ranks`` cards as this card (``rank``) runs it: the
+    link ``algorithm`` (``one-shot``: every card sends its whole buffer to every
+    peer and reduces what arrives; ``two-shot``: a reduce-scatter then an
+    all-gather, each card reducing its own share), the ``reduce_op``, the
+    process ``group`` it exchanges in, and the reduction's division."""
+
+    op: str
+    algorithm: str
+    reduce_op: str
+    group: str
+    rank: int
+    ranks: int
+    estimate_ns: float = 0.0
+    reduction: LoopPlan | None = None
+    #: the buffer's bytes (one rank's, as nccl-tests sizes an all-reduce)
+    nbytes: int = 0
+
+
+Plan = Union[LoopPlan, MatmulPlan, AttentionPlan, CollectivePlan]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -453,7 +491,7 @@ class Program:
     kernel), ``lx_out`` what it leaves there for later kernels."""
 
     name: str
-    kind: Literal["loop", "matmul", "attention", "scan"]
+    kind: Literal["loop", "matmul", "attention", "scan", "collective"]
     kernel: Any
     bodies: tuple[kir.LoopKernel, ...]
     cores: tuple[CoreProgram, ...]
@@ -491,7 +529,8 @@ class ProgramFormatError(jsonform.FormatError):
 # ------------------------------------------------------------------ JSON
 
 _TYPES = (Region, Lx, Operand, DmaLoad, DmaStore, DmaGather, DmaScatter, RingSend, RingRecv, Vec, Combine, AddrGen,
-          Pe, Barrier, Loop, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan)
+          Pe, Barrier, LinkExchange, Loop, Alloc, CoreProgram, Resident, Candidate, LoopPlan, MatmulPlan, AttentionPlan,
+          CollectivePlan)
 
 
 def to_json(p: Program) -> str:

@@ -98,6 +98,17 @@ class _StaticChecks:
             sp[0], sp[1] = min(sp[0], lo), max(sp[1], hi)
             self.accesses[r.buffer].append((self.core, self.step, "a" if accumulate else "w" if write else "r", r))
 
+    def link_region(self, r: Region, write: bool) -> None:
+        if r.buffer not in self.numels:
+            raise self.fail("unknown buffer", r.buffer, "not an argument")
+        lo, hi = r.bounds()
+        if enabled("dma-region-bounds") and (any(s < 0 for s in r.strides)
+                                             or (r.numel and (lo < 0 or hi >= self.numels[r.buffer]))):
+            raise self.fail("link transfer outside a tensor's bytes", r.buffer,
+                            f"elements {lo}..{hi} of {self.numels[r.buffer]}")
+        if r.numel:
+            self.accesses[r.buffer].append((self.core, self.step, "w" if write else "r", r))
+
     def region_bounds(self, r: Region, lx: Lx) -> None:
         """A strided DMA's region matches its LX view and lies inside its tensor."""
         if r.numel != lx.numel or lx.dtype != self.dtypes.get(r.buffer):

@@ -7,7 +7,9 @@
   gathers), divided over the cores' rows (:mod:`.loops`);
 * ``matmul``: the extern matmul family (:data:`~spyre_adapter.model.kinds.MATMUL_OPS`)
   on the PE arrays (:mod:`.matmul`);
-* ``attention``: the hand-written flash-attention call (:mod:`.attention`).
+* ``attention``: the hand-written flash-attention call (:mod:`.attention`);
+* ``collective``: a compiled functional ``all_reduce_`` as this card's part of
+  a group's collective: link exchanges and a reduction on the cores (:mod:`.collectives`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.scalars import scalar_instrs
 from spyre_adapter.scheduler import attention
+from spyre_adapter.scheduler.collectives import COLLECTIVE_OPS, REDUCE_OPS, collective_work, plan_collective
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_adapter.scheduler.scan_program import is_scan, plan_scan
@@ -153,6 +156,29 @@ ATTENTION = register_kind(KernelKind(
     matches=lambda k: isinstance(k, kir.ExternKernel) and k.op == "attention", plan=_plan_attention,
     dtypes=PE_DTYPES, work=_attention_work, unsupported=_extern_unsupported(PE_DTYPES, "{op} in {dtype}"),
     host_fallback=False, reference=False))
+
+
+def _collective_unsupported(kernel: kir.ExternKernel) -> tuple[str, str, str] | None:
+    dtype = kernel.inputs[0].dtype if kernel.inputs else "?"
+    if dtype not in VECTOR_DTYPES:
+        return f"dtype {dtype}", kernel.name, f"the vector unit does not move {dtype}"
+    op = kernel.attr("reduce_op")
+    if op is None:  # an all-gather: nothing to reduce
+        return None
+    if op not in REDUCE_OPS:
+        return f"reduce_op {op}", kernel.name, f"no Spyre program reduces with it (programs: {', '.join(REDUCE_OPS)})"
+    if op == "avg" and not dtype.startswith(("float", "bfloat")):
+        return f"reduce_op {op}", kernel.name, f"an average of {dtype} values"
+    return None
+
+
+#: A functional collective of a group of cards (one program per card; a group or
+#: size no program fits runs the collective on the host through torch.distributed).
+#: Its reference semantics are torch.distributed's (spyre_shims.reference.COLLECTIVE_OPS).
+COLLECTIVE = register_kind(KernelKind(
+    name="collective", program_kind="collective",
+    matches=lambda k: isinstance(k, kir.ExternKernel) and k.op in COLLECTIVE_OPS, plan=plan_collective,
+    dtypes=VECTOR_DTYPES, work=collective_work, unsupported=_collective_unsupported))
 
 
 def work_of(kernel: Any, sizes: Mapping[sympy.Symbol, int] | None = None) -> tuple[str, float]:

@@ -12,18 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from ...support.torchrun import rank_results
+
 CHECK = Path(__file__).parents[2] / "support" / "collectives_check.py"
 COLLECTIVES = {"all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
                "gather", "scatter", "all_to_all_single", "send/recv", "barrier"}
 
 
 def _torchrun(ranks: int, seed: int, tmp_path: Path) -> list[dict]:
-    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "SPYRE_MACHINE")}
-    env["CHECK_SEED"], env["CHECK_OUT"] = str(seed), str(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-                          str(CHECK)], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return sorted((json.loads(f.read_text()) for f in tmp_path.glob("rank*.json")), key=lambda r: r["rank"])
+    return rank_results(CHECK, ranks, seed, tmp_path, timeout=300)
 
 
 @pytest.mark.parametrize(("ranks", "seed"), [(2, 1), (4, 2)])

@@ -17,8 +17,8 @@ from spyre_adapter.emulator import steps
 from spyre_adapter.model import isa
 from spyre_adapter.model import program as prog
 from spyre_adapter.model.machine import DEFAULT
-from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore, Lx,
-                                         Operand, Pe, Region, RingRecv, RingSend, Vec)
+from spyre_adapter.model.program import (AddrGen, Barrier, Combine, DmaGather, DmaLoad, DmaScatter, DmaStore,
+                                         LinkExchange, Lx, Operand, Pe, Region, RingRecv, RingSend, Vec)
 
 
 def _lx(addr: int, n: int = 64, dtype: str = "float32") -> Lx:
@@ -49,6 +49,7 @@ def _samples() -> list[object]:
         AddrGen(0, ((0, 64),), None, (w,), ((0, Lx.dense(1024, "int64", (64,))),)),
         Pe(Lx.dense(0, "float16", (8, 8)), Lx.dense(256, "float16", (8, 8)), Lx.dense(512, "float32", (8, 8)), True),
         Barrier(3),
+        LinkExchange(((1, Region("x", 0, (64,), (1,))),), ((1, Region("out", 0, (64,), (1,))),), 1),
     ]
 
 
@@ -90,7 +91,8 @@ def test_a_records_parts_agree(ins: object) -> None:
     op, rd, wr = rec.describe(ins, body)
     assert op and isinstance(rd, str) and isinstance(wr, str)
     assert rec.engine(ins).startswith(rec.lane)
-    p = prog.Program("t", "loop", None, body, (prog.CoreProgram(0, (ins,)),), None)
+    p = prog.Program("t", "loop", None, body, (prog.CoreProgram(0, (ins,)),), None,
+                     workspace=(("x", "float32", 64), ("out", "float32", 64)))
     assert rec.duration(ins, p, DEFAULT, {}) >= 0
     assert rec.dram_bytes(ins, {"x": "float32", "out": "float32"}, 128, None) >= (128 if rec.dma != "none" else 0)
     # the JSON form round-trips every step type

@@ -17,11 +17,11 @@ pytest.importorskip("transformers", reason="the tensor-parallel runner builds tr
 ENV = {k: v for k, v in os.environ.items() if k not in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "SPYRE_MACHINE")}
 
 
-def _tp(ranks: int, *args: str, machine: str | None = None) -> subprocess.CompletedProcess[str]:
+def _tp(ranks: int, *args: str, machine: str | None = None, eager: bool = True) -> subprocess.CompletedProcess[str]:
     env = dict(ENV, **({"SPYRE_MACHINE": machine} if machine else {}))
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-                           "-m", "spyre_adapter.zoo.tp", "--eager", "--new-tokens", "6", *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+                           "-m", "spyre_adapter.zoo.tp", *(("--eager",) if eager else ()), "--new-tokens", "6", *args],
+                          capture_output=True, text=True, env=env, timeout=600)
 
 
 def _result(out: subprocess.CompletedProcess[str]) -> dict:
@@ -38,6 +38,15 @@ def test_sharded_decode_is_token_identical_to_cpu_eager(ranks: int, family: str,
     # two all_reduces per layer per step (attention output, MLP down), charged on the link
     assert r["collectives"]["all_reduce"]["calls"] >= 2 * 2 * 6
     assert r["link_us_per_token"] > 0 and not r["fallbacks"]
+
+
+def test_compiled_sharded_decode_runs_its_all_reduces_as_programs() -> None:
+    r = _result(_tp(2, "--family", "granite", eager=False))
+    assert r["compiled"] and r["tokens_identical"], r
+    assert not r["fallbacks"] and not r["collectives_on_host"], (r["fallbacks"], r["collectives_on_host"])
+    calls = r["collectives"]["all_reduce"]
+    assert calls["calls"] >= 2 * 2 * 6 and all(a.endswith("(program)") for a in calls["algorithms"])
+    assert 0 < r["link_us_per_token"] < r["modeled_us_per_token"]
 
 
 def test_a_model_larger_than_one_cards_dram_is_refused_at_tp1_and_runs_sharded() -> None:

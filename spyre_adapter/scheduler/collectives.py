@@ -1,0 +1,293 @@
+"""Collective programs: the functional collectives under ``torch.compile``
+(``all_reduce_``, ``all_gather_into_tensor``, ``reduce_scatter_tensor``) as one
+card's program of a group of cards.
+
+The card exchanges DRAM regions with its peers over the card-to-card link
+(:class:`~spyre_adapter.model.program.LinkExchange`, issued by one core), and
+its cores do the rest as a loop kernel planned by the loop planner (divided over
+the cores, double-buffered, checked like any other): the reduction of what
+arrived (every piece loaded, combined in rank order, stored), or an
+all-gather's copy of its own piece. Barriers order an exchange before the
+cores read what it brought (and a reduction before an exchange sending it on).
+
+An all-reduce has two programs, the two the link model
+(:mod:`spyre_adapter.model.collectives`) knows for a switch of cards; both are
+built and simulated, the faster kept:
+
+* ``one-shot``: every card sends its whole buffer to every peer, then reduces
+  all ``n`` copies (one latency; ``n - 1`` buffers through its link);
+* ``two-shot``: a reduce-scatter (each card gets every peer's piece of its own
+  share, whole sticks, and reduces it) then an all-gather of the reduced
+  shares (two latencies; ``2 (n - 1) / n`` of the buffer through its link).
+
+An all-gather sends its input to every peer, which receives it straight into
+its slot of the output, while the cores copy the card's own slot (no barrier
+between them when the slots are whole sticks: the copy overlaps the link). A
+reduce-scatter sends each peer its slot of the input and reduces the pieces of
+its own slot into the output.
+
+Every card combines the pieces in rank order, so all cards hold bit-identical
+results (a tensor-parallel model's ranks must not drift apart).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+import sympy
+
+from spyre_shims import index as sidx
+from spyre_shims import kernel_ir as kir
+from spyre_shims.distributed import CollectiveError, link_group
+from spyre_shims.kernel_ir import Instr, Ref
+from spyre_shims.reference import concrete
+
+from spyre_adapter.model.buffer_specs import contiguous_buffer
+from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.machine import Machine
+from spyre_adapter.model.program import Barrier, CollectivePlan, CoreProgram, LinkExchange, Program, Region, itemsize
+from spyre_adapter.model.rules import static_check
+from spyre_adapter.model.timing import simulate
+from spyre_adapter.scheduler.loops import plan_group
+
+__all__ = ["COLLECTIVE_OPS", "REDUCE_OPS", "ALGORITHMS", "plan_collective", "build_collective", "shares",
+           "collective_work"]
+
+#: The functional collectives planned here (``torch.ops._c10d_functional`` names).
+COLLECTIVE_OPS = frozenset({"all_reduce_", "all_gather_into_tensor", "reduce_scatter_tensor"})
+#: The functional collectives' reduce ops -> the Kernel IR op combining two pieces
+#: (``avg`` sums, then scales by 1/n).
+REDUCE_OPS = {"sum": "add", "avg": "add", "max": "maximum", "min": "minimum", "product": "mul"}
+#: The programs a collective can be built as, by op (see the module docstring).
+ALGORITHMS = {"all_reduce_": ("one-shot", "two-shot"), "all_gather_into_tensor": ("direct",),
+              "reduce_scatter_tensor": ("direct",)}
+#: Tags of the exchanges (the same on every card: what pairs them).
+_FIRST_TAG, _SECOND_TAG = 1, 2
+
+
+def shares(numel: int, ranks: int, stick_elems: int) -> list[tuple[int, int]]:
+    """Each rank's share ``[lo, hi)`` of ``numel`` elements for a two-shot
+    all-reduce: equal runs of whole sticks (the last one shorter), so no two
+    cards' shares meet inside a stick."""
+    per = -(-numel // ranks)
+    per = -(-per // stick_elems) * stick_elems
+    return [(min(k * per, numel), min((k + 1) * per, numel)) for k in range(ranks)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flat:
+    """A dense operand as the program addresses it: its buffer, first element,
+    elements and the storage elements the buffer holds."""
+
+    name: str
+    dtype: str
+    offset: int
+    numel: int
+    storage: int
+
+    def region(self, lo: int, hi: int) -> Region:
+        return Region(self.name, self.offset + lo, (hi - lo,), (1,))
+
+
+def _flat(spec: kir.BufferSpec, sizes: Mapping[sympy.Symbol, int]) -> _Flat:
+    """A dense row-major view; else the collective does not fit."""
+    dims = [concrete(d, sizes) for d in spec.size]
+    strides = [concrete(s, sizes) for s in spec.stride]
+    want = 1
+    for d, s in reversed(list(zip(dims, strides))):
+        if d > 1 and s != want:
+            raise DoesNotFit(f"the buffer {spec.name} of a collective is not one dense run of elements")
+        want *= d
+    offset = concrete(spec.offset, sizes)
+    return _Flat(spec.name, spec.dtype, offset, want, max(concrete(spec.storage_numel, sizes), offset + want))
+
+
+def _loop_kernel(kernel: kir.ExternKernel, what: str, dst: _Flat, base: int, length: int,
+                 pieces: Sequence[tuple[_Flat, int]], reduce_op: str | None, ranks: int) -> kir.KernelGroup:
+    """``dst[base + i] = piece_0[i] op ... op piece_k[i]`` for ``i < length`` (each
+    piece a buffer and the element it starts at; ``reduce_op`` None: one piece, copied)."""
+    i0 = sidx.index_symbol("i0")
+    dtype = dst.dtype
+    body: list[Instr] = [Instr("load", (src.name, src.offset + start + i0), dtype) for src, start in pieces]
+    acc = Ref(0)
+    for q in range(1, len(pieces)):
+        body.append(Instr(REDUCE_OPS[reduce_op or "sum"], (acc, Ref(q)), dtype))
+        acc = Ref(len(body) - 1)
+    if reduce_op == "avg":
+        body.append(Instr("constant", (1.0 / ranks, dtype), dtype))
+        body.append(Instr("mul", (acc, Ref(len(body) - 1)), dtype))
+        acc = Ref(len(body) - 1)
+    body.append(Instr("store", (dst.name, dst.offset + base + i0, acc, None)))
+    name = f"{kernel.name}_{what}"
+    lk = kir.LoopKernel(name, (sympy.Integer(length),), (), tuple(body))
+    flat = {dst.name: dst, **{src.name: src for src, _ in pieces}}
+    # flat buffers: the body indexes their storage
+    specs = [contiguous_buffer(b.name, (b.storage,), b.dtype,
+                               ("inout" if any(s.name == b.name for s, _ in pieces) else "output")
+                               if b.name == dst.name else "input") for b in flat.values()]
+    return kir.KernelGroup(name, (lk,), tuple(specs), tuple(flat))
+
+
+def _with_exchanges(loop: Program, leader: int, before: Sequence[LinkExchange], after: Sequence[LinkExchange],
+                    ordered: bool) -> tuple[CoreProgram, ...]:
+    """The loop program's cores with the exchanges on ``leader``: each exchange of
+    ``before`` first, then (``ordered``) a barrier of every core; a barrier, then
+    each exchange of ``after``."""
+    tags = [ins.tag for c in loop.cores for ins in c.steps if isinstance(ins, Barrier)]
+    first = max(tags, default=0) + 1
+    used = {c.core for c in loop.cores if c.instrs} | {leader}
+    cores = {c.core: c for c in loop.cores}
+    out = []
+    for core in sorted(set(cores) | {leader}):
+        c = cores.get(core, CoreProgram(core, ()))
+        if core in used:
+            mine = core == leader
+            head = [*(before if mine else ()), *((Barrier(first),) if ordered else ())]
+            if head:
+                c = c.spliced(0, 0, head)
+            if after:
+                c = c.spliced(c.n_steps, 0, [Barrier(first + 1), *(after if mine else ())])
+        out.append(c)
+    return tuple(out)
+
+
+def _exchange(sends: Sequence[tuple[int, Region]], recvs: Sequence[tuple[int, Region]], tag: int) -> LinkExchange:
+    return LinkExchange(tuple(sends), tuple(recvs), tag)
+
+
+def _all_reduce(kernel: kir.ExternKernel, m: Machine, algorithm: str, x: _Flat, rank: int,
+                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], list[LinkExchange], list[tuple]]:
+    reduce_op = str(kernel.attr("reduce_op"))
+    peers = [q for q in range(ranks) if q != rank]
+    if algorithm == "one-shot":
+        lo, hi = 0, x.numel
+        cut = {q: (0, x.numel) for q in peers}
+    else:
+        cuts = shares(x.numel, ranks, m.stick_bytes // itemsize(x.dtype))
+        if any(b <= a for a, b in cuts):
+            raise DoesNotFit(f"{x.numel} elements do not give each of {ranks} cards a share of whole sticks")
+        lo, hi = cuts[rank]
+        cut = {q: cuts[q] for q in peers}
+    staged = {q: _Flat(f"{x.name}.from{q}", x.dtype, 0, hi - lo, hi - lo) for q in peers}
+    before = [_exchange([(q, x.region(*cut[q])) for q in peers], [(q, staged[q].region(0, hi - lo)) for q in peers],
+                        _FIRST_TAG)]
+    after = [] if algorithm == "one-shot" else \
+        [_exchange([(q, x.region(lo, hi)) for q in peers], [(q, x.region(*cut[q])) for q in peers], _SECOND_TAG)]
+    pieces = [(x, lo) if q == rank else (staged[q], 0) for q in range(ranks)]
+    group = _loop_kernel(kernel, "reduce", x, lo, hi - lo, pieces, reduce_op, ranks)
+    return group, before, after, [(s.name, s.dtype, s.numel) for s in staged.values()]
+
+
+def _all_gather(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
+                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], bool]:
+    n = x.numel
+    if out.numel != n * ranks:
+        raise DoesNotFit(f"an all-gather of {n} elements over {ranks} cards into {out.numel}")
+    peers = [q for q in range(ranks) if q != rank]
+    before = [_exchange([(q, x.region(0, n)) for q in peers], [(q, out.region(q * n, (q + 1) * n)) for q in peers],
+                        _FIRST_TAG)]
+    group = _loop_kernel(kernel, "copy", out, rank * n, n, [(x, 0)], None, ranks)
+    # the copy writes the card's own slot, the exchange the others: apart when slots are whole sticks
+    stick = m.stick_bytes // itemsize(out.dtype)
+    apart = n % stick == 0 and out.offset % stick == 0
+    return group, before, not apart
+
+
+def _reduce_scatter(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
+                    ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], list[tuple]]:
+    n = out.numel
+    if x.numel != n * ranks:
+        raise DoesNotFit(f"a reduce-scatter of {x.numel} elements over {ranks} cards into {n}")
+    peers = [q for q in range(ranks) if q != rank]
+    staged = {q: _Flat(f"{out.name}.from{q}", x.dtype, 0, n, n) for q in peers}
+    before = [_exchange([(q, x.region(q * n, (q + 1) * n)) for q in peers],
+                        [(q, staged[q].region(0, n)) for q in peers], _FIRST_TAG)]
+    pieces = [(x, rank * n) if q == rank else (staged[q], 0) for q in range(ranks)]
+    group = _loop_kernel(kernel, "reduce", out, 0, n, pieces, str(kernel.attr("reduce_op")), ranks)
+    return group, before, [(s.name, s.dtype, s.numel) for s in staged.values()]
+
+
+def _group_size(kernel: kir.ExternKernel, ranks: int) -> None:
+    declared = kernel.attr("group_size")
+    if declared is not None and int(declared) != ranks:
+        raise DoesNotFit(f"the collective names group_size={declared}, its group has {ranks} ranks")
+
+
+def build_collective(kernel: kir.ExternKernel, m: Machine, algorithm: str, rank: int, ranks: int, group: str,
+                     sizes: Mapping[sympy.Symbol, int] | None = None) -> Program:
+    """The program of ``algorithm`` (one of ``ALGORITHMS[kernel.op]``) for card
+    ``rank`` of ``ranks`` in process group ``group``, checked (:class:`DoesNotFit`
+    when it breaks a rule or the buffers do not split so)."""
+    if algorithm not in ALGORITHMS.get(kernel.op, ()):
+        raise ValueError(f"algorithm={algorithm!r} is not accepted for {kernel.op}: expected one of "
+                         f"{', '.join(ALGORITHMS.get(kernel.op, ()))}")
+    if not 0 <= rank < ranks or ranks < 2:
+        raise ValueError(f"rank={rank} of ranks={ranks} is not accepted: expected 0 <= rank < ranks, ranks >= 2")
+    sizes = sizes or {}
+    _group_size(kernel, ranks)
+    x = _flat(kernel.inputs[0], sizes)
+    if x.numel == 0:
+        raise DoesNotFit("an empty buffer has nothing to exchange")
+    after: list[LinkExchange] = []
+    workspace: list[tuple] = []
+    ordered = True
+    if kernel.op == "all_reduce_":
+        loop_ir, before, after, workspace = _all_reduce(kernel, m, algorithm, x, rank, ranks)
+        nbytes = x.numel * itemsize(x.dtype)
+    elif kernel.op == "all_gather_into_tensor":
+        out = _flat(kernel.output, sizes)
+        loop_ir, before, ordered = _all_gather(kernel, m, x, out, rank, ranks)
+        nbytes = out.numel * itemsize(out.dtype)
+    elif kernel.op == "reduce_scatter_tensor":
+        out = _flat(kernel.output, sizes)
+        loop_ir, before, workspace = _reduce_scatter(kernel, m, x, out, rank, ranks)
+        nbytes = x.numel * itemsize(x.dtype)
+    else:
+        raise DoesNotFit(f"no program for the collective {kernel.op}")
+    loop = plan_group(loop_ir, m, {}, kernel.name)
+    cores = _with_exchanges(loop, 0, before, after, ordered)
+    ws = (*loop.workspace, *workspace)
+    plan = CollectivePlan(kernel.op, algorithm, str(kernel.attr("reduce_op", "-")), group, rank, ranks,
+                          reduction=loop.plan, nbytes=nbytes)
+    p = Program(kernel.name, "collective", kernel, loop.bodies, cores, plan, workspace=ws)
+    numels = {b.name: _flat(b, sizes).storage for b in kernel.buffers}
+    numels.update({name: k for name, _, k in ws})
+    try:
+        static_check(p, m, numels)
+    except EmulatorError as exc:
+        raise DoesNotFit(f"its program breaks a hardware rule ({exc})") from None
+    return p
+
+
+def plan_collective(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    """This card's program of the collective ``kernel`` (see the module docstring).
+    :class:`DoesNotFit` when no program fits (the collective then runs on the
+    host through torch.distributed, announced)."""
+    if kernel.op not in COLLECTIVE_OPS:
+        raise DoesNotFit(f"no program for the collective {kernel.op}")
+    try:
+        group = link_group(str(kernel.attr("group_name")))
+    except CollectiveError as exc:
+        raise DoesNotFit(str(exc)) from None
+    if group.size < 2:
+        raise DoesNotFit("a group of one card has nothing to exchange")
+    built: list[Program] = []
+    reasons = []
+    for algorithm in ALGORITHMS[kernel.op]:
+        try:
+            built.append(build_collective(kernel, m, algorithm, group.rank, group.size, group.name, sizes))
+        except DoesNotFit as exc:
+            reasons.append(f"{algorithm}: {exc}")
+    if not built:
+        raise DoesNotFit("no collective program fits", "; ".join(reasons), kernel.name)
+    timed = [(simulate(p, m, keep_events=False).total_ns, k, p) for k, p in enumerate(built)]
+    best_ns, _, best = min(timed)
+    return dataclasses.replace(best, plan=dataclasses.replace(best.plan, estimate_ns=round(best_ns, 1)))
+
+
+def collective_work(kernel: kir.ExternKernel, sizes: Mapping[sympy.Symbol, int]) -> tuple[str, float]:
+    """One vector op per element the card's cores produce at most: the output
+    (an all-reduce's buffer, a reduce-scatter's slot, an all-gather's whole output)."""
+    return "vec", float(math.prod(concrete(d, sizes) for d in kernel.output.size))
