@@ -44,6 +44,7 @@ from spyre_shims.distributed import CollectiveError, link_group
 from spyre_shims.kernel_ir import Instr, Ref
 from spyre_shims.reference import concrete
 
+from spyre_adapter.model import isa
 from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.machine import Machine
@@ -130,25 +131,56 @@ def _loop_kernel(kernel: kir.ExternKernel, what: str, dst: _Flat, base: int, len
     return kir.KernelGroup(name, (lk,), tuple(specs), tuple(flat))
 
 
+def _sticks(r: Region, dtypes: Mapping[str, str], stick: int) -> tuple[str, int, int]:
+    lo, hi = r.bounds()
+    size = itemsize(dtypes[r.buffer])
+    return r.buffer, lo * size // stick, hi * size // stick
+
+
+def _conflicts(ins: object, exchanges: Sequence[LinkExchange], dtypes: Mapping[str, str], stick: int) -> bool:
+    """Whether step ``ins`` must wait for the exchanges: it touches a stick they
+    write, or writes a stick they read (data-dependent accesses: the whole buffer)."""
+    reads, writes = isa.dram_accesses(ins)  # type: ignore[arg-type]
+    theirs_w = [_sticks(r, dtypes, stick) for x in exchanges for _, r in x.recvs]
+    theirs_r = [_sticks(r, dtypes, stick) for x in exchanges for _, r in x.sends]
+
+    def hits(mine: Sequence[object], theirs: Sequence[tuple[str, int, int]]) -> bool:
+        for r in mine:
+            if isinstance(r, str):
+                if any(b == r for b, _, _ in theirs):
+                    return True
+                continue
+            b, lo, hi = _sticks(r, dtypes, stick)  # type: ignore[arg-type]
+            if any(b == b2 and lo <= hi2 and lo2 <= hi for b2, lo2, hi2 in theirs):
+                return True
+        return False
+
+    return hits([*reads, *writes], theirs_w) or hits(writes, theirs_r)
+
+
 def _with_exchanges(loop: Program, leader: int, before: Sequence[LinkExchange], after: Sequence[LinkExchange],
-                    ordered: bool) -> tuple[CoreProgram, ...]:
+                    dtypes: Mapping[str, str], stick: int) -> tuple[CoreProgram, ...]:
     """The loop program's cores with the exchanges on ``leader``: each exchange of
-    ``before`` first, then (``ordered``) a barrier of every core; a barrier, then
-    each exchange of ``after``."""
+    ``before`` first; a core's first step touching what they move waits at a
+    barrier the leader passes once they are done (steps before it, and cores
+    with none, overlap the link); then a barrier of every core and each exchange
+    of ``after``."""
     tags = [ins.tag for c in loop.cores for ins in c.steps if isinstance(ins, Barrier)]
     first = max(tags, default=0) + 1
-    used = {c.core for c in loop.cores if c.instrs} | {leader}
     cores = {c.core: c for c in loop.cores}
+    waits = {c.core: next((i for i, ins in enumerate(c.steps) if _conflicts(ins, before, dtypes, stick)), None)
+             for c in loop.cores if c.instrs}
+    ordered = any(i is not None for core, i in waits.items() if core != leader)
+    used = {c.core for c in loop.cores if c.instrs} | {leader}
     out = []
     for core in sorted(set(cores) | {leader}):
         c = cores.get(core, CoreProgram(core, ()))
-        if core in used:
-            mine = core == leader
-            head = [*(before if mine else ()), *((Barrier(first),) if ordered else ())]
-            if head:
-                c = c.spliced(0, 0, head)
-            if after:
-                c = c.spliced(c.n_steps, 0, [Barrier(first + 1), *(after if mine else ())])
+        if core == leader:
+            c = c.spliced(0, 0, [*before, *((Barrier(first),) if ordered else ())])
+        elif waits.get(core) is not None:
+            c = c.spliced(waits[core], 0, [Barrier(first)])  # type: ignore[arg-type]
+        if after and core in used:
+            c = c.spliced(c.n_steps, 0, [Barrier(first + 1), *(after if core == leader else ())])
         out.append(c)
     return tuple(out)
 
@@ -181,18 +213,14 @@ def _all_reduce(kernel: kir.ExternKernel, m: Machine, algorithm: str, x: _Flat, 
 
 
 def _all_gather(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
-                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], bool]:
+                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange]]:
     n = x.numel
     if out.numel != n * ranks:
         raise DoesNotFit(f"an all-gather of {n} elements over {ranks} cards into {out.numel}")
     peers = [q for q in range(ranks) if q != rank]
     before = [_exchange([(q, x.region(0, n)) for q in peers], [(q, out.region(q * n, (q + 1) * n)) for q in peers],
                         _FIRST_TAG)]
-    group = _loop_kernel(kernel, "copy", out, rank * n, n, [(x, 0)], None, ranks)
-    # the copy writes the card's own slot, the exchange the others: apart when slots are whole sticks
-    stick = m.stick_bytes // itemsize(out.dtype)
-    apart = n % stick == 0 and out.offset % stick == 0
-    return group, before, not apart
+    return _loop_kernel(kernel, "copy", out, rank * n, n, [(x, 0)], None, ranks), before
 
 
 def _reduce_scatter(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
@@ -232,13 +260,12 @@ def build_collective(kernel: kir.ExternKernel, m: Machine, algorithm: str, rank:
         raise DoesNotFit("an empty buffer has nothing to exchange")
     after: list[LinkExchange] = []
     workspace: list[tuple] = []
-    ordered = True
     if kernel.op == "all_reduce_":
         loop_ir, before, after, workspace = _all_reduce(kernel, m, algorithm, x, rank, ranks)
         nbytes = x.numel * itemsize(x.dtype)
     elif kernel.op == "all_gather_into_tensor":
         out = _flat(kernel.output, sizes)
-        loop_ir, before, ordered = _all_gather(kernel, m, x, out, rank, ranks)
+        loop_ir, before = _all_gather(kernel, m, x, out, rank, ranks)
         nbytes = out.numel * itemsize(out.dtype)
     elif kernel.op == "reduce_scatter_tensor":
         out = _flat(kernel.output, sizes)
@@ -247,7 +274,8 @@ def build_collective(kernel: kir.ExternKernel, m: Machine, algorithm: str, rank:
     else:
         raise DoesNotFit(f"no program for the collective {kernel.op}")
     loop = plan_group(loop_ir, m, {}, kernel.name)
-    cores = _with_exchanges(loop, 0, before, after, ordered)
+    dtypes = {**{b.name: b.dtype for b in loop_ir.buffers}, **{name: dt for name, dt, _ in (*loop.workspace, *workspace)}}
+    cores = _with_exchanges(loop, 0, before, after, dtypes, m.stick_bytes)
     ws = (*loop.workspace, *workspace)
     plan = CollectivePlan(kernel.op, algorithm, str(kernel.attr("reduce_op", "-")), group, rank, ranks,
                           reduction=loop.plan, nbytes=nbytes)
