@@ -9,7 +9,9 @@ dependences, so it runs the steps in dependence levels: a step's level is one
 more than the highest level of an earlier step it conflicts with (it reads what
 that step wrote, writes what it read or wrote, or receives its send). Steps of
 one level are independent, so any order among them computes the same values,
-and the same step of many cores batches again.
+and the same step of many cores batches again. Steps that meet other processes
+(a collective's link exchanges: every card must meet them in the same order)
+keep their program order among themselves (``Step.serial``).
 
 Conflicts are found conservatively: LX bytes in blocks of ``LX_BLOCK`` per
 core, DRAM elements in blocks per buffer (a data-dependent gather or scatter
@@ -117,6 +119,7 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
         return blocks, blocks.span(lo, hi + 1)
 
     out: list[int] = []
+    serial = 0  # the level of the last step that meets other processes
     for core, _, ins in items:
         rec = isa.step(ins)
         reads, writes = rec.lx_accesses(ins, bodies)
@@ -144,6 +147,8 @@ def levels(items: Sequence[Item], bodies: tuple[LoopKernel, ...], m: Machine,
         elif rec.sync == "send":
             for peer in ins.peers:
                 lvl = max(lvl, taken.get((ins.tag, peer), 0) + 1)
+        if rec.serial:
+            lvl = serial = max(lvl, serial + 1)
         for space, row, s, w in acc:
             space.touch(row, s, w, lvl)
         if rec.sync == "send":

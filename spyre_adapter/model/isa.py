@@ -79,6 +79,9 @@ class Step(abc.ABC, Generic[S]):
     dma: ClassVar[Dma] = "none"
     #: the engine lane the timing model runs it on
     lane: ClassVar[str]
+    #: steps that meet other processes (a card's peers): run in program order among
+    #: themselves, whatever order their data allows, so every card meets them alike
+    serial: ClassVar[bool] = False
 
     @abc.abstractmethod
     def views(self, ins: S) -> Views:
@@ -385,6 +388,7 @@ def link_hops(p: Program, m: Machine, peer: int) -> int:
 class _LinkExchange(Step[LinkExchange]):
     type = LinkExchange
     lane = "link"
+    serial = True
 
     def views(self, ins: LinkExchange) -> Views:
         return []

@@ -462,8 +462,9 @@ class CollectivePlan:
     """A collective over ``ranks`` cards as this card (``rank``) runs it: the
     link ``algorithm`` (``one-shot``: every card sends its whole buffer to every
     peer and reduces what arrives; ``two-shot``: a reduce-scatter then an
-    all-gather, each card reducing its own share), the ``reduce_op``, the
-    process ``group`` it exchanges in, and the reduction's division."""
+    all-gather, each card reducing its own share; ``direct``: an all-gather's or
+    reduce-scatter's one exchange), the ``reduce_op``, the process ``group`` it
+    exchanges in, and the first stage's division of the cores' work."""
 
     op: str
     algorithm: str
@@ -475,6 +476,8 @@ class CollectivePlan:
     reduction: LoopPlan | None = None
     #: the buffer's bytes (one rank's, as nccl-tests sizes an all-reduce)
     nbytes: int = 0
+    #: exchanges the reduction is cut into (each overlapping the cores' work on the one before)
+    stages: int = 1
 
 
 Plan = Union[LoopPlan, MatmulPlan, AttentionPlan, CollectivePlan]

@@ -48,12 +48,13 @@ from spyre_adapter.model import isa
 from spyre_adapter.model.buffer_specs import contiguous_buffer
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Barrier, CollectivePlan, CoreProgram, LinkExchange, Program, Region, itemsize
+from spyre_adapter.model.program import (Alloc, Barrier, CollectivePlan, CoreProgram, LinkExchange, Program, Region,
+                                         itemsize)
 from spyre_adapter.model.rules import static_check
 from spyre_adapter.model.timing import simulate
 from spyre_adapter.scheduler.loops import plan_group
 
-__all__ = ["COLLECTIVE_OPS", "REDUCE_OPS", "ALGORITHMS", "plan_collective", "build_collective", "shares",
+__all__ = ["COLLECTIVE_OPS", "REDUCE_OPS", "ALGORITHMS", "STAGES", "plan_collective", "build_collective", "shares",
            "collective_work"]
 
 #: The functional collectives planned here (``torch.ops._c10d_functional`` names).
@@ -64,8 +65,9 @@ REDUCE_OPS = {"sum": "add", "avg": "add", "max": "maximum", "min": "minimum", "p
 #: The programs a collective can be built as, by op (see the module docstring).
 ALGORITHMS = {"all_reduce_": ("one-shot", "two-shot"), "all_gather_into_tensor": ("direct",),
               "reduce_scatter_tensor": ("direct",)}
-#: Tags of the exchanges (the same on every card: what pairs them).
-_FIRST_TAG, _SECOND_TAG = 1, 2
+#: The first exchange's tag (stage k's is this + k, the final exchange's this + stages):
+#: the same on every card, what pairs them.
+_FIRST_TAG = 1
 
 
 def shares(numel: int, ranks: int, stick_elems: int) -> list[tuple[int, int]]:
@@ -158,40 +160,63 @@ def _conflicts(ins: object, exchanges: Sequence[LinkExchange], dtypes: Mapping[s
     return hits([*reads, *writes], theirs_w) or hits(writes, theirs_r)
 
 
-def _with_exchanges(loop: Program, leader: int, before: Sequence[LinkExchange], after: Sequence[LinkExchange],
-                    dtypes: Mapping[str, str], stick: int) -> tuple[CoreProgram, ...]:
-    """The loop program's cores with the exchanges on ``leader``: each exchange of
-    ``before`` first; a core's first step touching what they move waits at a
-    barrier the leader passes once they are done (steps before it, and cores
-    with none, overlap the link); then a barrier of every core and each exchange
-    of ``after``."""
-    tags = [ins.tag for c in loop.cores for ins in c.steps if isinstance(ins, Barrier)]
-    first = max(tags, default=0) + 1
-    cores = {c.core: c for c in loop.cores}
-    waits = {c.core: next((i for i, ins in enumerate(c.steps) if _conflicts(ins, before, dtypes, stick)), None)
-             for c in loop.cores if c.instrs}
-    ordered = any(i is not None for core, i in waits.items() if core != leader)
-    used = {c.core for c in loop.cores if c.instrs} | {leader}
-    out = []
-    for core in sorted(set(cores) | {leader}):
-        c = cores.get(core, CoreProgram(core, ()))
-        if core == leader:
-            c = c.spliced(0, 0, [*before, *((Barrier(first),) if ordered else ())])
-        elif waits.get(core) is not None:
-            c = c.spliced(waits[core], 0, [Barrier(first)])  # type: ignore[arg-type]
-        if after and core in used:
-            c = c.spliced(c.n_steps, 0, [Barrier(first + 1), *(after if core == leader else ())])
-        out.append(c)
-    return tuple(out)
-
-
 def _exchange(sends: Sequence[tuple[int, Region]], recvs: Sequence[tuple[int, Region]], tag: int) -> LinkExchange:
     return LinkExchange(tuple(sends), tuple(recvs), tag)
 
 
-def _all_reduce(kernel: kir.ExternKernel, m: Machine, algorithm: str, x: _Flat, rank: int,
-                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], list[LinkExchange], list[tuple]]:
+#: Stages a card's reduction is cut into (each its own exchange, then its share
+#: of the cores' work), tried in turn until one more is no faster: the exchange
+#: of stage k+1 overlaps the cores' work of stage k, and every stage pays one
+#: more latency. A stage holds at least this many bytes of the card's share.
+STAGES = (1, 2, 4, 8, 16, 32)
+MIN_STAGE_BYTES = 256 * 1024
+
+
+def _stage_cuts(lo: int, hi: int, stages: int, stick_elems: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` cut into ``stages`` runs of whole sticks (relative to ``lo``)."""
+    return [(lo + a, lo + b) for a, b in shares(hi - lo, stages, stick_elems)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stages:
+    """A collective as stages: each an exchange then a loop kernel of the cores
+    reading what it brought; ``after``: exchanges once every stage is done."""
+
+    stages: tuple[tuple[LinkExchange, kir.KernelGroup], ...]
+    after: tuple[LinkExchange, ...]
+    workspace: tuple[tuple[str, str, int], ...]
+    nbytes: int
+
+
+def _reduce_stages(kernel: kir.ExternKernel, m: Machine, x: _Flat, dst: _Flat, mine: tuple[int, int],
+                   sent: Mapping[int, tuple[int, int]], own: int, rank: int, ranks: int, stages: int,
+                   staged_name: str) -> tuple[list[tuple[LinkExchange, kir.KernelGroup]], dict[int, _Flat]]:
+    """Stages of a reduce-scatter: peer ``q`` gets ``x[sent[q]]``; this card
+    receives each peer's piece of its own share ``mine`` (as ``x`` numbers it)
+    into staging and reduces it with its own piece (``x`` from element ``own``)
+    into ``dst`` (``x`` itself at ``mine``, or another buffer from its start)."""
+    stick = m.stick_bytes // itemsize(x.dtype)
+    lo, hi = mine
+    length = hi - lo
+    peers = [q for q in range(ranks) if q != rank]
+    staged = {q: _Flat(f"{staged_name}.from{q}", x.dtype, 0, length, length) for q in peers}
+    mine_cuts = _stage_cuts(0, length, stages, stick)
+    sent_cuts = {q: _stage_cuts(*sent[q], stages, stick) for q in peers}
+    if any(b <= a for a, b in mine_cuts) or any(b <= a for q in peers for a, b in sent_cuts[q]):
+        raise DoesNotFit(f"{length} elements do not make {stages} stages of whole sticks")
     reduce_op = str(kernel.attr("reduce_op"))
+    out = []
+    for k, (a, b) in enumerate(mine_cuts):
+        ex = _exchange([(q, x.region(*sent_cuts[q][k])) for q in peers],
+                       [(q, staged[q].region(a, b)) for q in peers], _FIRST_TAG + k)
+        pieces = [(x, own + a) if q == rank else (staged[q], a) for q in range(ranks)]
+        base = (lo if dst is x else 0) + a
+        out.append((ex, _loop_kernel(kernel, f"reduce{k}", dst, base, b - a, pieces, reduce_op, ranks)))
+    return out, staged
+
+
+def _all_reduce(kernel: kir.ExternKernel, m: Machine, algorithm: str, x: _Flat, rank: int, ranks: int,
+                stages: int) -> _Stages:
     peers = [q for q in range(ranks) if q != rank]
     if algorithm == "one-shot":
         lo, hi = 0, x.numel
@@ -202,39 +227,100 @@ def _all_reduce(kernel: kir.ExternKernel, m: Machine, algorithm: str, x: _Flat, 
             raise DoesNotFit(f"{x.numel} elements do not give each of {ranks} cards a share of whole sticks")
         lo, hi = cuts[rank]
         cut = {q: cuts[q] for q in peers}
-    staged = {q: _Flat(f"{x.name}.from{q}", x.dtype, 0, hi - lo, hi - lo) for q in peers}
-    before = [_exchange([(q, x.region(*cut[q])) for q in peers], [(q, staged[q].region(0, hi - lo)) for q in peers],
-                        _FIRST_TAG)]
-    after = [] if algorithm == "one-shot" else \
-        [_exchange([(q, x.region(lo, hi)) for q in peers], [(q, x.region(*cut[q])) for q in peers], _SECOND_TAG)]
-    pieces = [(x, lo) if q == rank else (staged[q], 0) for q in range(ranks)]
-    group = _loop_kernel(kernel, "reduce", x, lo, hi - lo, pieces, reduce_op, ranks)
-    return group, before, after, [(s.name, s.dtype, s.numel) for s in staged.values()]
+    steps, staged = _reduce_stages(kernel, m, x, x, (lo, hi), cut, lo, rank, ranks, stages, x.name)
+    after = () if algorithm == "one-shot" else \
+        (_exchange([(q, x.region(lo, hi)) for q in peers], [(q, x.region(*cut[q])) for q in peers],
+                   _FIRST_TAG + stages),)
+    return _Stages(tuple(steps), after, tuple((f.name, f.dtype, f.numel) for f in staged.values()),
+                   x.numel * itemsize(x.dtype))
 
 
-def _all_gather(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
-                ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange]]:
+def _all_gather(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int, ranks: int,
+                stages: int) -> _Stages:
     n = x.numel
     if out.numel != n * ranks:
         raise DoesNotFit(f"an all-gather of {n} elements over {ranks} cards into {out.numel}")
+    if stages != 1:
+        raise DoesNotFit("an all-gather has one stage (its copy reads nothing the link brings)")
     peers = [q for q in range(ranks) if q != rank]
-    before = [_exchange([(q, x.region(0, n)) for q in peers], [(q, out.region(q * n, (q + 1) * n)) for q in peers],
-                        _FIRST_TAG)]
-    return _loop_kernel(kernel, "copy", out, rank * n, n, [(x, 0)], None, ranks), before
+    ex = _exchange([(q, x.region(0, n)) for q in peers], [(q, out.region(q * n, (q + 1) * n)) for q in peers],
+                   _FIRST_TAG)
+    copy = _loop_kernel(kernel, "copy", out, rank * n, n, [(x, 0)], None, ranks)
+    return _Stages(((ex, copy),), (), (), out.numel * itemsize(out.dtype))
 
 
-def _reduce_scatter(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int,
-                    ranks: int) -> tuple[kir.KernelGroup, list[LinkExchange], list[tuple]]:
+def _reduce_scatter(kernel: kir.ExternKernel, m: Machine, x: _Flat, out: _Flat, rank: int, ranks: int,
+                    stages: int) -> _Stages:
     n = out.numel
     if x.numel != n * ranks:
         raise DoesNotFit(f"a reduce-scatter of {x.numel} elements over {ranks} cards into {n}")
     peers = [q for q in range(ranks) if q != rank]
-    staged = {q: _Flat(f"{out.name}.from{q}", x.dtype, 0, n, n) for q in peers}
-    before = [_exchange([(q, x.region(q * n, (q + 1) * n)) for q in peers],
-                        [(q, staged[q].region(0, n)) for q in peers], _FIRST_TAG)]
-    pieces = [(x, rank * n) if q == rank else (staged[q], 0) for q in range(ranks)]
-    group = _loop_kernel(kernel, "reduce", out, 0, n, pieces, str(kernel.attr("reduce_op")), ranks)
-    return group, before, [(s.name, s.dtype, s.numel) for s in staged.values()]
+    steps, staged = _reduce_stages(kernel, m, x, out, (0, n), {q: (q * n, (q + 1) * n) for q in peers}, rank * n,
+                                   rank, ranks, stages, out.name)
+    return _Stages(tuple(steps), (), tuple((f.name, f.dtype, f.numel) for f in staged.values()),
+                   x.numel * itemsize(x.dtype))
+
+
+def _concat(allocs: Sequence[Sequence[Alloc]], at: Sequence[int]) -> tuple[Alloc, ...]:
+    """One allocation table: ``allocs[i]`` moved to start at step ``at[i]``."""
+    out = []
+    for table, start in zip(allocs, at):
+        out += [dataclasses.replace(a, first=a.first + start if a.first >= 0 else a.first,
+                                    last=a.last + start if a.last >= 0 else a.last) for a in table]
+    return tuple(out)
+
+
+def _rebodied(ins: object, shift: int) -> object:
+    return dataclasses.replace(ins, body=ins.body + shift) if shift and hasattr(ins, "body") else ins  # type: ignore
+
+
+def _compose(loops: Sequence[Program], exchanges: Sequence[LinkExchange], after: Sequence[LinkExchange], leader: int,
+             dtypes: Mapping[str, str], stick: int) -> tuple[tuple[CoreProgram, ...], tuple]:
+    """Every core's stream: stage k's exchange on ``leader``, then stage k's loop
+    program; a core whose stage-k steps touch what the exchange moves waits at
+    barrier k first, which the leader passes once the exchange is done. The
+    leader issues exchange k+1 before its own stage-k work, so the link moves
+    stage k+1 while the cores work on stage k. Then (``after``) a barrier of
+    every core and the final exchanges on the leader. Returns the cores and the
+    loop bodies (each stage's, its vector steps re-indexed)."""
+    if any(isinstance(i, Barrier) for p in loops for c in p.cores for i in c.steps):
+        raise DoesNotFit("a stage's loop program has barriers of its own")
+    bodies: list = []
+    shifts = []
+    for p in loops:
+        shifts.append(len(bodies))
+        bodies.extend(p.bodies)
+    per_core: dict[int, list[CoreProgram | None]] = {}
+    for k, p in enumerate(loops):
+        for c in p.cores:
+            if c.instrs:
+                per_core.setdefault(c.core, [None] * len(loops))[k] = c
+    per_core.setdefault(leader, [None] * len(loops))
+    waits = {core: [c is not None and any(_conflicts(i, (exchanges[k],), dtypes, stick) for i in c.steps)
+                    for k, c in enumerate(parts)] for core, parts in per_core.items()}
+    needed = [any(w[k] for core, w in waits.items() if core != leader) for k in range(len(loops))]
+    end_tag = _FIRST_TAG + len(loops)
+    out = []
+    for core in sorted(per_core):
+        stream: list = []
+        tables: list = []
+        starts: list[int] = []
+        mine = core == leader
+        if mine:
+            stream.append(exchanges[0])
+        for k, c in enumerate(per_core[core]):
+            if needed[k] and (mine or waits[core][k]):
+                stream.append(Barrier(_FIRST_TAG + k))
+            if mine and k + 1 < len(loops):
+                stream.append(exchanges[k + 1])
+            if c is not None:
+                starts.append(len(stream))
+                tables.append(c.alloc_table)
+                stream.extend(_rebodied(i, shifts[k]) for i in c.steps)
+        if after:
+            stream += [Barrier(end_tag), *(after if mine else ())]
+        out.append(CoreProgram(core, tuple(stream), _concat(tables, starts)))
+    return tuple(out), tuple(bodies)
 
 
 def _group_size(kernel: kir.ExternKernel, ranks: int) -> None:
@@ -244,10 +330,11 @@ def _group_size(kernel: kir.ExternKernel, ranks: int) -> None:
 
 
 def build_collective(kernel: kir.ExternKernel, m: Machine, algorithm: str, rank: int, ranks: int, group: str,
-                     sizes: Mapping[sympy.Symbol, int] | None = None) -> Program:
-    """The program of ``algorithm`` (one of ``ALGORITHMS[kernel.op]``) for card
-    ``rank`` of ``ranks`` in process group ``group``, checked (:class:`DoesNotFit`
-    when it breaks a rule or the buffers do not split so)."""
+                     sizes: Mapping[sympy.Symbol, int] | None = None, stages: int = 1) -> Program:
+    """The program of ``algorithm`` (one of ``ALGORITHMS[kernel.op]``) in
+    ``stages`` stages (see :data:`STAGES`) for card ``rank`` of ``ranks`` in
+    process group ``group``, checked (:class:`DoesNotFit` when it breaks a rule
+    or the buffers do not split so)."""
     if algorithm not in ALGORITHMS.get(kernel.op, ()):
         raise ValueError(f"algorithm={algorithm!r} is not accepted for {kernel.op}: expected one of "
                          f"{', '.join(ALGORITHMS.get(kernel.op, ()))}")
@@ -258,28 +345,21 @@ def build_collective(kernel: kir.ExternKernel, m: Machine, algorithm: str, rank:
     x = _flat(kernel.inputs[0], sizes)
     if x.numel == 0:
         raise DoesNotFit("an empty buffer has nothing to exchange")
-    after: list[LinkExchange] = []
-    workspace: list[tuple] = []
     if kernel.op == "all_reduce_":
-        loop_ir, before, after, workspace = _all_reduce(kernel, m, algorithm, x, rank, ranks)
-        nbytes = x.numel * itemsize(x.dtype)
+        parts = _all_reduce(kernel, m, algorithm, x, rank, ranks, stages)
     elif kernel.op == "all_gather_into_tensor":
-        out = _flat(kernel.output, sizes)
-        loop_ir, before = _all_gather(kernel, m, x, out, rank, ranks)
-        nbytes = out.numel * itemsize(out.dtype)
+        parts = _all_gather(kernel, m, x, _flat(kernel.output, sizes), rank, ranks, stages)
     elif kernel.op == "reduce_scatter_tensor":
-        out = _flat(kernel.output, sizes)
-        loop_ir, before, workspace = _reduce_scatter(kernel, m, x, out, rank, ranks)
-        nbytes = x.numel * itemsize(x.dtype)
+        parts = _reduce_scatter(kernel, m, x, _flat(kernel.output, sizes), rank, ranks, stages)
     else:
         raise DoesNotFit(f"no program for the collective {kernel.op}")
-    loop = plan_group(loop_ir, m, {}, kernel.name)
-    dtypes = {**{b.name: b.dtype for b in loop_ir.buffers}, **{name: dt for name, dt, _ in (*loop.workspace, *workspace)}}
-    cores = _with_exchanges(loop, 0, before, after, dtypes, m.stick_bytes)
-    ws = (*loop.workspace, *workspace)
+    loops = [plan_group(ir, m, {}, kernel.name) for _, ir in parts.stages]
+    ws = (*(w for p in loops for w in p.workspace), *parts.workspace)
+    dtypes = {**{b.name: b.dtype for _, ir in parts.stages for b in ir.buffers}, **{n: dt for n, dt, _ in ws}}
+    cores, bodies = _compose(loops, [ex for ex, _ in parts.stages], parts.after, 0, dtypes, m.stick_bytes)
     plan = CollectivePlan(kernel.op, algorithm, str(kernel.attr("reduce_op", "-")), group, rank, ranks,
-                          reduction=loop.plan, nbytes=nbytes)
-    p = Program(kernel.name, "collective", kernel, loop.bodies, cores, plan, workspace=ws)
+                          reduction=loops[0].plan, nbytes=parts.nbytes, stages=stages)
+    p = Program(kernel.name, "collective", kernel, bodies, cores, plan, workspace=ws)
     numels = {b.name: _flat(b, sizes).storage for b in kernel.buffers}
     numels.update({name: k for name, _, k in ws})
     try:
@@ -301,16 +381,26 @@ def plan_collective(kernel: kir.ExternKernel, m: Machine, sizes: Mapping[sympy.S
         raise DoesNotFit(str(exc)) from None
     if group.size < 2:
         raise DoesNotFit("a group of one card has nothing to exchange")
-    built: list[Program] = []
+    timed: list[tuple[float, int, Program]] = []
     reasons = []
+    share = math.prod(concrete(d, sizes) for d in kernel.output.size) * itemsize(kernel.output.dtype)
     for algorithm in ALGORITHMS[kernel.op]:
-        try:
-            built.append(build_collective(kernel, m, algorithm, group.rank, group.size, group.name, sizes))
-        except DoesNotFit as exc:
-            reasons.append(f"{algorithm}: {exc}")
-    if not built:
+        last = math.inf
+        for stages in STAGES:
+            if stages > 1 and share // (group.size if algorithm != "one-shot" else 1) // stages < MIN_STAGE_BYTES:
+                break
+            try:
+                p = build_collective(kernel, m, algorithm, group.rank, group.size, group.name, sizes, stages)
+            except DoesNotFit as exc:
+                reasons.append(f"{algorithm} in {stages} stage(s): {exc}")
+                continue
+            ns = simulate(p, m, keep_events=False).total_ns
+            timed.append((ns, len(timed), p))
+            if ns >= last:
+                break  # one more stage is no faster: more would only add latencies
+            last = ns
+    if not timed:
         raise DoesNotFit("no collective program fits", "; ".join(reasons), kernel.name)
-    timed = [(simulate(p, m, keep_events=False).total_ns, k, p) for k, p in enumerate(built)]
     best_ns, _, best = min(timed)
     return dataclasses.replace(best, plan=dataclasses.replace(best.plan, estimate_ns=round(best_ns, 1)))
 

@@ -78,6 +78,7 @@ def main() -> int:
     report.keep_programs = True
     draws = [(rng.randint(1, 3000), rng.choice(DTYPES), op) for op in OPS]
     draws.append((rng.randint(40_000, 70_000), torch.float32, "sum"))  # big enough for a two-shot program
+    draws.append((rng.randint(600_000, 700_000), torch.float32, "sum"))  # big enough for staged exchanges
     checked = []
     _gather_and_scatter(rng, rank, n, dev, ref, seed, checked)
     for numel, dtype, op in draws:
@@ -102,6 +103,7 @@ def main() -> int:
     result = {
         "rank": rank, "checked": checked, "ops": sorted({p.plan.op for p in programs}),
         "algorithms": sorted({p.plan.algorithm for p in programs}),
+        "stages": sorted({p.plan.stages for p in programs}),
         "mnemonics": sorted({isa.describe(i)[0].split()[0] for p in programs for c in p.cores for i in c.steps}),
         "fallbacks": summary["fallbacks"], "collectives": summary["collectives"], "link_ns": summary["link_ns"],
     }

@@ -49,10 +49,11 @@ def test_a_compiled_all_reduce_is_a_program_and_matches_gloo(ranks: int, seed: i
             assert calls["calls"] == 2 * sum(c.startswith(name) for c in r["checked"])
             assert all(a.endswith("(program)") for a in calls["algorithms"])
         assert r["link_ns"] > 0
-    # the big draw splits into shares on 4 cards (two-shot); small ones go one-shot
+    # the big draw splits into shares on 4 cards (two-shot); small ones go one-shot; the biggest in stages
     assert "one-shot" in results[0]["algorithms"]
     if ranks == 4:
         assert "two-shot" in results[0]["algorithms"]
+    assert results[0]["stages"][0] == 1 and results[0]["stages"][-1] > 1
 
 
 def _all_reduce(numel: int, dtype: str = "float16", op: str = "sum") -> kir.ExternKernel:
@@ -106,6 +107,22 @@ def test_gather_and_scatter_programs_link_time_is_the_direct_closed_form(op: str
         assert tl.total_ns < link + rest
 
 
+@pytest.mark.parametrize("algorithm", ALGORITHMS["all_reduce_"])
+def test_stages_overlap_the_cores_work_with_the_link(algorithm: str) -> None:
+    numel = 1 << 21  # 4 MiB of fp16 on 4 cards
+    one = build_collective(_all_reduce(numel), DEFAULT, algorithm, 1, 4, "0")
+    four = build_collective(_all_reduce(numel), DEFAULT, algorithm, 1, 4, "0", stages=4)
+    t1, t4 = (simulate(p, DEFAULT, keep_events=False) for p in (one, four))
+    link1, link4 = (sum(lanes.get("link", 0.0) for lanes in t.busy.values()) for t in (t1, t4))
+    # the same bytes over the link in four exchanges instead of one: three more latencies
+    assert link4 == pytest.approx(link1 + 3 * DEFAULT.link_latency_ns, rel=1e-9)
+    # and the cores' work on stage k runs while the link moves stage k+1
+    assert t4.total_ns < t1.total_ns
+    assert t1.total_ns - link1 > 2 * (t4.total_ns - link4)
+    assert four.plan.stages == 4 and sum(isinstance(i, LinkExchange) for c in four.cores for i in c.steps) == \
+        4 + (algorithm == "two-shot")
+
+
 def test_shares_are_whole_sticks_and_cover_the_buffer() -> None:
     for numel in (1, 63, 64, 65, 1000, 4096, 100_003):
         for ranks in (2, 3, 4, 8):
@@ -150,3 +167,14 @@ def test_a_collective_program_round_trips_and_lists_its_exchanges() -> None:
     text = isa.listing(p)
     assert text.count("link.exchange") == 2  # the reduce-scatter and the all-gather, on one core
     assert "card3->x[" in text and "x[" in text.split("link.exchange #2", 1)[1]
+
+
+def test_link_exchanges_keep_their_program_order_in_replayed_launches() -> None:
+    """Two exchanges with nothing in common would share a dependence level, and a
+    level runs in any order: ranks meeting them in different orders deadlock."""
+    from spyre_adapter.emulator.regroup import levels
+    first = LinkExchange(((1, Region("x", 0, (64,), (1,))),), ((1, Region("w", 0, (64,), (1,))),), 1)
+    second = LinkExchange(((1, Region("x", 64, (64,), (1,))),), ((1, Region("w", 64, (64,), (1,))),), 2)
+    load = DmaLoad(Region("x", 0, (64,), (1,)), Lx.dense(0, "float32", (64,)))
+    lv = levels([(0, 0, first), (1, 0, load), (0, 1, second)], (), DEFAULT, {"x": 128, "w": 128})
+    assert lv[0] < lv[2] and lv[1] == 1
