@@ -1,6 +1,6 @@
 """The collective bandwidth benchmark under torchrun: nccl-tests' figures of the
-modeled link (never above the link's roof, growing with size) beside the
-measured host time of the same collectives."""
+modeled link (never above the link's roof, growing with size), of the compiled
+collectives' programs, and the measured host time of the same collectives."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def test_busbw_rows_for_two_cards(tmp_path: Path) -> None:
         for r in rows:
             assert r["busbw_gbps"] <= link and r["host_us"] > 0
             assert abs(r["eta"] - r["busbw_gbps"] / link) < 1e-9
+            # the compiled collective's program: the link's time and the cores' work, never faster than the link alone
+            assert r["program_eta"] <= r["eta"] * (1 + 1e-9) and r["program_stages"] >= 1
+            assert abs(r["program_eta"] - r["program_busbw_gbps"] / link) < 1e-9
 
 
 def test_bad_arguments_exit_2_in_one_line() -> None:
