@@ -108,15 +108,18 @@ class DeviceReport:
         """One collective on the card-to-card link: the card waits for it (eager
         collectives do not overlap the card's kernels), so it advances the clock."""
         with self._lock:
-            self.link_calls.append((cost.op, self.clock_ns, cost.ns, cost.nbytes, cost.algorithm))
+            self._count_link(cost.op, self.clock_ns, cost.ns, cost.nbytes, cost.algorithm, cost.algorithm)
             self.clock_ns += cost.ns
-            self.link_ns += cost.ns
-            row = self.collectives.setdefault(cost.op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0,
-                                                        "algorithms": Counter()})
-            row["calls"] += 1
-            row["bytes"] += cost.nbytes
-            row["modeled_ns"] += cost.ns
-            row["algorithms"][cost.algorithm] += 1
+
+    def _count_link(self, op: str, start: float, ns: float, nbytes: int, shown: str, algorithm: str) -> None:
+        """One collective in the link's figures and its recent calls (lock held)."""
+        self.link_calls.append((op, start, ns, nbytes, shown))
+        self.link_ns += ns
+        row = self.collectives.setdefault(op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0, "algorithms": Counter()})
+        row["calls"] += 1
+        row["bytes"] += nbytes
+        row["modeled_ns"] += ns
+        row["algorithms"][algorithm] += 1
 
     def _program_link(self, program: Any, timeline: Timeline) -> None:
         """A compiled collective's link time: inside its program's modeled time
@@ -125,14 +128,8 @@ class DeviceReport:
         plan = program.plan
         ns = sum(lanes.get("link", 0.0) for lanes in timeline.busy.values())
         first = min((e.start for e in timeline.events if e.engine == "link"), default=0.0)
-        op = _LINK_OPS.get(plan.op, plan.op)
-        self.link_calls.append((op, self.clock_ns + first, ns, plan.nbytes, f"{plan.algorithm}, program"))
-        self.link_ns += ns
-        row = self.collectives.setdefault(op, {"calls": 0, "bytes": 0, "modeled_ns": 0.0, "algorithms": Counter()})
-        row["calls"] += 1
-        row["bytes"] += plan.nbytes
-        row["modeled_ns"] += ns
-        row["algorithms"][f"{plan.algorithm} (program)"] += 1
+        self._count_link(_LINK_OPS.get(plan.op, plan.op), self.clock_ns + first, ns, plan.nbytes,
+                         f"{plan.algorithm}, program", f"{plan.algorithm} (program)")
 
     @contextlib.contextmanager
     def host_time(self, phase: str) -> Iterator[None]:

@@ -35,7 +35,7 @@ from spyre_adapter.model.loop_steps import as_run, count, map_code
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import (AddrGen, Alloc, Barrier, Box, CollectivePlan, Combine, DmaGather, DmaLoad,
                                          DmaScatter, DmaStore, Instruction, LinkExchange, Loop, Lx, Operand, Pe,
-                                         Program, Region, RingRecv, RingSend, Vec, itemsize)
+                                         Program, Region, RingRecv, RingSend, Vec, buffer_dtypes, itemsize)
 from spyre_adapter.model.traffic import region_sticks
 
 __all__ = ["Step", "Checks", "ISA", "STEP_TYPES", "step", "views", "map_views", "lx_accesses", "dram_accesses",
@@ -415,7 +415,7 @@ class _LinkExchange(Step[LinkExchange]):
         # Full duplex: the sends and the receives move at once, each direction at
         # the card's link rate; one latency per hop of the farthest peer (the
         # matching exchange on every peer is assumed to start when this one does).
-        dtypes = _region_dtypes(p)
+        dtypes = buffer_dtypes(p)
         sent = sum(r.numel * itemsize(dtypes[r.buffer]) for _, r in ins.sends)
         got = sum(r.numel * itemsize(dtypes[r.buffer]) for _, r in ins.recvs)
         hops = max((link_hops(p, m, peer) for peer, _ in (*ins.sends, *ins.recvs)), default=1)
@@ -433,13 +433,6 @@ class _LinkExchange(Step[LinkExchange]):
 
     def buffer(self, ins: LinkExchange, p: Program, lx: Lx | None) -> str:
         return next((r.buffer for _, r in (*ins.sends, *ins.recvs)), "-")
-
-
-def _region_dtypes(p: Program) -> dict[str, str]:
-    out = {name: dt for name, dt, _ in p.workspace}
-    if p.kernel is not None:
-        out.update({b.name: b.dtype for b in p.kernel.buffers})
-    return out
 
 
 # ------------------------------------------------------------------ compute

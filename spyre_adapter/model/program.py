@@ -52,7 +52,7 @@ __all__ = [
     "Code",
     "Alloc", "CoreProgram",
     "Resident", "Candidate", "LoopPlan", "MatmulPlan", "AttentionPlan", "CollectivePlan", "Plan", "Program", "ProgramFormatError",
-    "to_json", "from_json", "itemsize", "ProgramMemo",
+    "to_json", "from_json", "itemsize", "buffer_dtypes", "ProgramMemo",
 ]
 
 #: Bumped when the JSON form changes; readers reject other versions
@@ -523,6 +523,14 @@ class Program:
             if c.core == core:
                 return c
         raise KeyError(core)
+
+
+def buffer_dtypes(p: Program) -> dict[str, str]:
+    """The dtype of every DRAM buffer ``p`` names: its workspace and its kernel's buffers."""
+    out = {name: dt for name, dt, _ in p.workspace}
+    if p.kernel is not None:
+        out.update({b.name: b.dtype for b in p.kernel.buffers})
+    return out
 
 
 class ProgramFormatError(jsonform.FormatError):

@@ -28,19 +28,11 @@ from spyre_adapter.model.loop_steps import advanced, as_run, by_position, leaf_l
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.ordering import Order, concurrent_sets, order_of
 from spyre_adapter.model.program import (Alloc, CoreProgram, Instruction, Loop, Lx, Program, ProgramMemo, Region,
-                                         itemsize)
+                                         buffer_dtypes, itemsize)
 from spyre_adapter.model.timing import loop_counts, truncated
 from spyre_adapter.model.traffic import region_stick_set
 
 __all__ = ["EmulatorError", "static_check", "first_violation", "overlaps", "buffer_dtypes"]
-
-
-def buffer_dtypes(p: Program) -> dict[str, str]:
-    out = {name: dt for name, dt, _ in p.workspace}
-    if p.kernel is not None:
-        for b in p.kernel.buffers:
-            out[b.name] = b.dtype
-    return out
 
 
 #: A strided DMA's DRAM access as the race rule sees it: (core, step, kind, region),

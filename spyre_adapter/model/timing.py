@@ -30,7 +30,7 @@ from spyre_adapter.model.errors import EmulatorError
 from spyre_adapter.model.gc_pause import gc_paused
 from spyre_adapter.model.loop_steps import LoopBase, expand, fewer_trips, max_depth
 from spyre_adapter.model.machine import Machine
-from spyre_adapter.model.program import Instruction, Loop, Lx, Program, ProgramMemo, Region
+from spyre_adapter.model.program import Instruction, Loop, Lx, Program, ProgramMemo, Region, buffer_dtypes
 
 __all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
 
@@ -655,11 +655,7 @@ def _weighted(code: Any, times: int = 1) -> Any:
 
 
 def _buffer_dtypes(p: Program) -> dict[str, str]:
-    out = {name: dt for name, dt, _ in p.workspace}
-    k = p.kernel
-    if k is not None:
-        for b in k.buffers:
-            out[b.name] = b.dtype
+    out = buffer_dtypes(p)
     for r in p.lx_in:
         out.setdefault(r.buffer, r.dtype)
     return out
