@@ -23,6 +23,7 @@ import sympy
 
 from spyre_shims import kernel_ir as kir
 from spyre_shims.backend import Backend, DeviceProperties, FusionCandidate, Launch, default_can_fuse
+from spyre_shims.compat import config as inductor_config
 from spyre_shims.errors import UnsupportedKernelError
 from spyre_shims.jsonform import FormatError
 
@@ -38,6 +39,7 @@ from spyre_adapter.scheduler import kinds as _builtin_kinds  # noqa: F401 - regi
 from spyre_adapter.scheduler.collectives import COLLECTIVE_OPS
 from spyre_adapter.scheduler.residency import plan_residency
 from spyre_adapter.scheduler.residency import summary as residency_summary
+from spyre_adapter.scheduler.search import autotuning, max_autotune
 
 __all__ = ["SpyreBackend", "PayloadError", "read_payload", "plan", "plan_launch", "supported_kind", "is_symbolic",
            "current_machine", "use_machine", "set_machine"]
@@ -69,7 +71,7 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
     """The program and, when it is the program cache's, its key."""
     kind = supported_kind(kernel)
     cache = current().programs
-    key = cache.key(kernel, m, dict(sizes), kind.name)
+    key = cache.key(kernel, m, dict(sizes), kind.name + (" max-autotune" if autotuning() else ""))
     cached: str | None = key
     p = cache.get(key, kernel)
     if p is None:
@@ -113,13 +115,22 @@ def read_payload(payload: str) -> tuple[kir.Kernel, Machine]:
     """The kernel and machine of a payload, every field checked; nothing in it
     is evaluated. Raises :class:`PayloadError` (or the Kernel IR's
     :class:`~spyre_shims.jsonform.FormatError`) with one line naming the problem."""
+    kernel, machine, _ = _read_payload(payload)
+    return kernel, machine
+
+
+def _read_payload(payload: str) -> tuple[kir.Kernel, Machine, bool]:
+    """:func:`read_payload`, and whether its kernel was compiled with max-autotune
+    (an optional ``autotune: true``; see :mod:`spyre_adapter.scheduler.search`)."""
     try:
         data = json.loads(payload)
     except (ValueError, TypeError, RecursionError) as exc:
         raise PayloadError(f"Spyre payload: not JSON ({type(exc).__name__}: {str(exc)[:80]})") from None
-    if (not isinstance(data, dict) or set(data) != {"ir", "machine"} or not isinstance(data["ir"], str)
-            or not isinstance(data["machine"], dict)):
-        raise PayloadError("Spyre payload: expected an object {ir: Kernel IR text, machine: parameters}")
+    if (not isinstance(data, dict) or not {"ir", "machine"} <= set(data) <= {"ir", "machine", "autotune"}
+            or not isinstance(data["ir"], str) or not isinstance(data["machine"], dict)
+            or not isinstance(data.get("autotune", False), bool)):
+        raise PayloadError("Spyre payload: expected an object {ir: Kernel IR text, machine: parameters"
+                           "[, autotune: true or false]}")
     kernel = kir.from_json(data["ir"])
     if not isinstance(kernel, (kir.KernelGroup, kir.ExternKernel)):
         raise PayloadError(f"Spyre payload: ir holds a {type(kernel).__name__}, not a kernel")
@@ -127,7 +138,13 @@ def read_payload(payload: str) -> tuple[kir.Kernel, Machine]:
         machine = Machine().replace(**data["machine"])
     except MachineSpecError as exc:
         raise PayloadError(f"Spyre payload: machine: {exc}") from None
-    return kernel, machine
+    return kernel, machine, bool(data.get("autotune", False))
+
+
+def _tuned_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Planned:
+    """:func:`plan_launch` with max-autotune: a kernel compiled with it is planned so at its launches too."""
+    with max_autotune():
+        return plan_launch(kernel, m, sizes)
 
 
 class SpyreBackend(Backend):
@@ -149,15 +166,20 @@ class SpyreBackend(Backend):
     def _compile(self, kernel: kir.Kernel) -> str:
         supported_kind(kernel)
         m = current_machine()
+        # Inductor's max_autotune (torch.compile's mode="max-autotune") is a request
+        # for the planner's longer search too.
+        tuned = autotuning() or bool(getattr(inductor_config.inductor, "max_autotune", False))
         if not is_symbolic(kernel):
             # Planned now, once: a kernel no program fits falls back (visibly) at
             # compile time; on_graph records why (the CLI makes it an error).
             try:
-                self._compiled[kernel.name] = (structure_digest(kernel), m, plan_launch(kernel, m, {}))
+                with max_autotune(tuned):
+                    self._compiled[kernel.name] = (structure_digest(kernel), m, plan_launch(kernel, m, {}))
             except DoesNotFit as exc:
                 self._compiled[kernel.name] = (structure_digest(kernel), m, exc)
                 raise UnsupportedKernelError("no program fits the machine", kernel.name, str(exc)) from None
-        return json.dumps({"ir": kir.to_json(kernel), "machine": m.to_dict()})
+        payload = {"ir": kir.to_json(kernel), "machine": m.to_dict()}
+        return json.dumps(payload | {"autotune": True} if tuned else payload)
 
     def _kept(self, kernel: kir.Kernel, m: Machine) -> Planned | DoesNotFit | None:
         """What compile planned for ``kernel`` on ``m`` (None: it did not)."""
@@ -167,8 +189,8 @@ class SpyreBackend(Backend):
         return got[2]
 
     def load(self, payload: str) -> Launch:
-        kernel, m = read_payload(payload)
-        exe = Executable(kernel, supported_kind(kernel), plan_launch, current)
+        kernel, m, tuned = _read_payload(payload)
+        exe = Executable(kernel, supported_kind(kernel), _tuned_launch if tuned else plan_launch, current)
         kept = self._kept(kernel, m)
         if isinstance(kept, Planned):
             exe.keep(m, kept)

@@ -27,7 +27,7 @@ import math
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from spyre_adapter.model.rules import EmulatorError, static_check
 from spyre_adapter.model.traffic import compulsory_bytes
 from spyre_adapter.scheduler.kinds import work_of
 from spyre_adapter.scheduler.loops import Division, model_group, plan_group
+from spyre_adapter.scheduler.search import max_autotune
 from spyre_adapter.workloads.runner import CompiledCache, run_case
 from spyre_adapter.workloads.spec import load
 from spyre_adapter.zoo import blocks as models
@@ -203,7 +204,29 @@ def _kernel_row(kernel: kir.Kernel, source: str, label: str, m: Machine, single_
                                   lambda: _measure(kernel, m, _even_split(kernel, m, program))[0], main)
     ts = _torch_spyre(kernel, m)
     row["torch_spyre_rules"] = _versus(main, _measure(kernel, m, ts)[0]) if ts is not None else None
+    if _is_matmul(kernel):
+        row["max_autotune"] = _autotuned(kernel, m, main, row)
     return row
+
+
+_RAN = ("executed", "matches_reference", "max_abs_error")
+
+
+def _autotuned(kernel: kir.Kernel, m: Machine, main: metrics.Metrics, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The kernel planned with max-autotune (:mod:`spyre_adapter.scheduler.search`),
+    against the default plan's bounds; a program other than the default plan's
+    runs once with every check where the default plan's did."""
+    t0 = time.perf_counter()
+    with max_autotune():
+        program = plan(kernel, m, {})
+    measured = _measure(kernel, m, program)[0]
+    got = _versus(main, measured) | {"order": measured.plan.get("order"), "plan_s": time.perf_counter() - t0}
+    if measured.plan == main.plan and measured.modeled_ns == main.modeled_ns:
+        got |= {k: row.get(k) for k in _RAN} | {"same_as_default": True}
+    elif row.get("executed") is not None:
+        ran = bench_checks.execute_row(kernel, m, program=program, replays=False)
+        got |= {k: ran.get(k) for k in _RAN}
+    return got
 
 
 def _baseline(row: dict[str, Any], key: str, measure: Callable[[], metrics.Metrics],
@@ -472,6 +495,12 @@ def summarize(rows: list[dict[str, Any]], block: dict[str, float], calib: list[d
         "gemm_eta_sustained_geomean_baselined": _geomean(r["eta_sustained"] for r in big if r.get("even_split")),
         "gemm_eta_datasheet_geomean_baselined": _geomean(r["eta_datasheet"] for r in big if r.get("even_split")),
         "gemms_baselined": [r["name"] for r in big if r.get("even_split")],
+        # the same GEMMs planned with max-autotune (the planner's longer search; see scheduler/search.py)
+        "gemm_eta_sustained_geomean_baselined_max_autotune": _geomean(
+            r["max_autotune"]["eta_sustained"] for r in big if r.get("even_split") and r.get("max_autotune")),
+        "gemm_eta_datasheet_geomean_baselined_max_autotune": _geomean(
+            r["max_autotune"]["eta_datasheet"] for r in big if r.get("even_split") and r.get("max_autotune")),
+        "gemms_max_autotune_executed": sum(1 for r in big if (r.get("max_autotune") or {}).get("executed")),
         "gemm_rho_geomean": _geomean(r["rho"] for r in big),
         "baseline_lx_even_split_gemm_rho_geomean": _baseline_geomean(big, "even_split", "rho"),
         "baseline_torch_spyre_rules_gemm_rho_geomean": _baseline_geomean(big, "torch_spyre_rules", "rho"),

@@ -112,6 +112,10 @@ def register(subparsers: Any) -> None:
                    help="llama-tiny / granite-tiny: mark the decoder layer as a nested compile region "
                         "(torch.compiler.nested_compile_region): one whole graph, the layer traced, lowered "
                         "and planned once and called per layer (compile time no longer grows with --layers)")
+    p.add_argument("--max-autotune", action="store_true",
+                   help="built-in models: compile with torch.compile(mode=\"max-autotune\"): the planner also "
+                        "simulates the stationary one-dimensional matmul divisions (faster programs; longer "
+                        "compile, more memory)")
     p.add_argument("--atol", type=float_range(0.0), metavar="X",
                    help="max abs error allowed vs CPU eager (default by dtype: fp16 0.05, bf16 0.25, fp32 0.001)")
     hf = p.add_argument_group("transformers models (--model hf:<family> or --hf-config)")
@@ -168,6 +172,8 @@ def check_run(args: argparse.Namespace) -> None:
     if args.nested_regions and (hf or "layers" not in MODEL_SIZES[args.model]):
         raise ArgError("--nested-regions", args.model, "applies to the built-in models with decoder layers: "
                        + ", ".join(m for m, f in MODEL_SIZES.items() if "layers" in f and not m.startswith("hf:")))
+    if args.max_autotune and hf:
+        raise ArgError("--max-autotune", args.model, "applies to the built-in models (not hf:<family>)")
     if args.nested_regions:
         import torch  # only asked when the option is given: parsing stays torch-free
         if not hasattr(torch.compiler, "nested_compile_region"):

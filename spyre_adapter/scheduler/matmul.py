@@ -33,6 +33,7 @@ from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import build_k_looped, build_looped, k_looped, loop_pays
 from spyre_adapter.scheduler.matmul_program import per_core as _per_core
 from spyre_adapter.scheduler.matmul_program import span_excess, tile_loops
+from spyre_adapter.scheduler.search import autotuning
 from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 
 
@@ -302,7 +303,11 @@ def prefix_tiles(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, tuple[int, i
     of two prefixes was up to 2.8 % off one steady pass, and within a pass the
     time per tile is not steady at all (11 % off)."""
     tiles, period = tile_loops(s, g, m)
-    step = max(2, period)  # with nothing stationary, two tiles a step
+    # With nothing stationary, two tiles a step. With one pass (the panel stays for
+    # the whole program: a one-dimensional division's), tiles after the first are
+    # alike: a tile a step (2048x14336x4096 on 32x1, "a": every prefix of 2-6
+    # tiles 117.8 us apart, extrapolated to the whole simulation's 3349.2 us).
+    step = 1 if period == tiles and g.order != "c" else max(2, period)
     cuts = (2 * step, 3 * step, 4 * step)
     return (tiles, cuts) if sum(cuts) < tiles else None
 
@@ -480,6 +485,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                          reasons[:2] or ["no candidate"])
     if not naive and not a_held:
         best = _polish(kernel, s, m, sizes, name, share, ranked, best, numels, plan_of)
+        if autotuning():
+            best = _seeded(kernel, s, m, sizes, name, share, ranked, best, numels, plan_of)
     assert best.program is not None  # settle builds what it returns
     return best.program
 
@@ -503,24 +510,70 @@ def _polish(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sym
                    and c2.instrs <= min(POLISH_GROWTH * best.cost.instrs, POLISH_MAX_INSTRS)
                    and _stick_exclusive(kernel, s, g2, m, sizes)),
                   key=lambda gc: gc[1].total_ns)[:POLISH]
+    return _fastest(kernel, s, m, sizes, name, share, [[gc] for gc in same], best, numels, plan_of)
+
+
+def _seeded(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+            share: bool, ranked: Sequence[tuple[Grid, Cost]], best: _Built, numels: Mapping[str, int],
+            plan_of: Callable[[Grid, Cost], MatmulPlan]) -> _Built:
+    """The chosen program against the stationary one-dimensional divisions: every
+    core holds its own rows of A (``order`` "a", N not divided) or its own
+    columns of B ("b", M not divided) for the whole K walk, and the other operand
+    is read from DRAM once and shared over the ring. The closed form puts them
+    within 2 % of the near-ties it cannot order, where simulation tells them
+    apart by up to 15 % (2048x4096x4096: estimates 958-973 us, simulated
+    992-1147 us; the 1x32 A-stationary division simulates fastest). The first
+    tilings (by the closed form) of the ``SEEDS`` such divisions it ranks first,
+    among those within ``TIE_SLACK`` of its best estimate, are built and
+    simulated (or timed from prefixes); the fastest program wins. Only with
+    max-autotune (:mod:`.search`): these programs are large (2048x14336x4096:
+    0.98 M steps against 97 k for the division chosen without them)."""
+    g = best.grid
+    if g is None or best.cost is None or best.cost.total_ns < POLISH_MIN_NS or not share:
+        return best
+    most = max(g2.cores for g2, _ in ranked)
+    near = (1 + TIE_SLACK) * min(c2.total_ns for _, c2 in ranked)  # where the closed form cannot tell
+    groups: dict[tuple[int, int, int, str], list[tuple[Grid, Cost]]] = {}
+    for g2, c2 in ranked:
+        if (c2.total_ns <= near and g2.cores == most and g2.gk == 1
+                and ((g2.gn == 1 and g2.order == "a") or (g2.gm == 1 and g2.order == "b"))
+                and (g2.gb, g2.gm, g2.gn, g2.order) != (g.gb, g.gm, g.gn, g.order)):
+            tilings = groups.setdefault((g2.gb, g2.gm, g2.gn, g2.order), [])
+            if len(tilings) < SEED_TILINGS and _stick_exclusive(kernel, s, g2, m, sizes):
+                tilings.append((g2, c2))
+    return _fastest(kernel, s, m, sizes, name, share, list(groups.values())[:SEEDS], best, numels, plan_of)
+
+
+def _fastest(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
+             share: bool, alternatives: Sequence[Sequence[tuple[Grid, Cost]]], best: _Built,
+             numels: Mapping[str, int], plan_of: Callable[[Grid, Cost], MatmulPlan]) -> _Built:
+    """``best`` or the fastest of ``alternatives`` (groups of tilings tried in
+    order, each group up to its first that builds and obeys every rule), each
+    timed by simulation (or from its prefixes) only when its lower bound does not
+    already show it slower."""
     assert best.program is not None
-    if same and not best.simulated:  # settle does not simulate a lone candidate
+    if alternatives and not best.simulated:  # settle does not simulate a lone candidate
         best.time, best.simulated = simulate(best.program, m, keep_events=False).total_ns, True
-    for g2, c2 in same:
-        assert best.time is not None
-        try:
-            t = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
-            if t is not None and t >= best.time:
+    for group in alternatives:
+        for g2, c2 in group:
+            assert best.time is not None
+            try:
+                t = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
+                if t is not None and t >= best.time:
+                    break
+                prog = _built(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
+            except DoesNotFit:
                 continue
-            prog = _built(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
-        except DoesNotFit:
-            continue
-        if (t is None and lower_bound_ns(prog, m) >= best.time) or first_violation(prog, m, numels) is not None:
-            continue
-        if t is None:
-            t = simulate(prog, m, keep_events=False).total_ns
-        if t < best.time:
+            if t is None and lower_bound_ns(prog, m) >= best.time:
+                break
+            if t is None:
+                t = simulate(prog, m, keep_events=False).total_ns
+            if t >= best.time:
+                break
+            if first_violation(prog, m, numels) is not None:  # checked once it would win
+                continue
             best = _Built(-1, prog, t, t, g2, c2, simulated=True)
+            break
     return best
 
 
@@ -535,8 +588,8 @@ def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol,
     def plan_at_bucket() -> tuple[int, int, int, int, str] | None:
         plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
         return (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
-    return _BUCKET_GRIDS.get((structure_digest(kernel), m, structure_sizes(kernel, bucket), share, max_cores),
-                             plan_at_bucket)
+    return _BUCKET_GRIDS.get((structure_digest(kernel), m, structure_sizes(kernel, bucket), share, max_cores,
+                              autotuning()), plan_at_bucket)
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -633,6 +686,11 @@ POLISH_GROWTH = 2
 #: simulate. At 8192^3 the re-tiling doubled the program (1.97M steps, 7.7 GB
 #: and 3.4x the planning time) for 0.16 % of modeled time (16258 -> 16231 us).
 POLISH_MAX_INSTRS = 2560
+#: How many stationary one-dimensional divisions :func:`_seeded` tries, and how
+#: many of each one's tilings (the closed form's LX estimate can fit a tiling
+#: the builder cannot place).
+SEEDS = 2
+SEED_TILINGS = 2
 #: Below this estimate a percent is less than a launch's overhead: not polished
 #: (a decode's small matmuls are planned at every new KV-length bucket).
 POLISH_MIN_NS = 20_000.0

@@ -49,6 +49,7 @@ class RunOptions:
     atol: float | None = None
     sizes: dict[str, int] = dataclasses.field(default_factory=dict)
     nested_regions: bool = False
+    max_autotune: bool = False
 
 
 def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def run_model(opts: RunOptions, progress: Callable[[str], None] = lambda message
     report.keep_timelines = opts.trace is not None
     report.keep_programs = opts.listing is not None
     dev_model = model.to("spyre")
-    compiled = torch.compile(dev_model, dynamic=False)
+    compiled = torch.compile(dev_model, dynamic=False, mode="max-autotune" if opts.max_autotune else None)
     progress("compiling for the spyre device and running on the emulator")
     eager_before = sum(eager_op_counts().values())
     with announced_fallbacks() as fallbacks:
@@ -174,7 +175,7 @@ def command(args: argparse.Namespace) -> int:
         return _command_hf(args)
     opts = RunOptions(model=args.model, dtype=args.dtype or "fp16", machine=args.machine, trace=args.trace,
                       json_path=args.json, listing=args.listing, top=args.top, atol=args.atol, sizes=sizes_of(args),
-                      nested_regions=args.nested_regions)
+                      nested_regions=args.nested_regions, max_autotune=args.max_autotune)
     try:
         return main_run(opts)
     except Exception as exc:

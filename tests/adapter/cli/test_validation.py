@@ -50,6 +50,8 @@ ROWS: list[tuple[str, list[str], list[str]]] = [
     ("nested-regions-on-a-block", ["run", "--nested-regions"], ["--nested-regions", "llama-block", "llama-tiny"]),
     ("nested-regions-on-hf", ["run", "--model", "hf:llama", "--nested-regions"],
      ["--nested-regions", "hf:llama", "built-in"]),
+    ("max-autotune-on-hf", ["run", "--model", "hf:llama", "--max-autotune"],
+     ["--max-autotune", "hf:llama", "built-in"]),
     ("top-negative", ["run", "--top", "-1"], ["--top", "-1", "integer >= 0"]),
     ("atol-negative", ["run", "--atol", "-1"], ["--atol", "-1", "number >= 0"]),
     ("atol-nan", ["run", "--atol", "nan"], ["--atol", "nan", "number >= 0"]),

@@ -113,6 +113,22 @@ def test_a_time_extrapolated_from_prefixes_is_within_one_percent_of_the_whole_si
     assert est is not None and abs(est / whole - 1) < 0.01
 
 
+def test_a_one_pass_program_is_timed_from_prefixes_of_single_tiles() -> None:
+    """A one-dimensional A-stationary division (2048 x 4096 x 512 on 32 x 1
+    cores): the panel stays for the whole program, so prefixes of 2, 3 and 4
+    tiles time its 16 tiles, within 1 % of simulating all of it."""
+    from spyre_adapter.model.timing import simulate
+    from spyre_adapter.scheduler.matmul import Grid, extrapolated_ns, prefix_tiles
+    from spyre_adapter.scheduler.matmul_program import build
+
+    kern = K.mm(2048, 4096, 512)  # (m, n, k)
+    s, g = shape_of(kern, {}), Grid(1, 32, 1, 1, 64, 256, 128, True, "a")
+    assert prefix_tiles(s, g, DEFAULT) == (16, (2, 3, 4))
+    est = extrapolated_ns(kern, s, g, DEFAULT, {}, "mm", True, _grid_plan(g))
+    whole = simulate(build(kern, s, g, DEFAULT, {}, "mm", True, _grid_plan(g)), DEFAULT, keep_events=False).total_ns
+    assert est is not None and abs(est / whole - 1) < 0.01
+
+
 def test_a_program_whose_passes_are_not_steady_is_not_extrapolated(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two A panels per core row (8 x 2 cores), LX placed first fit: successive
     passes' times differ, and the prefixes decline to time it (it is then
