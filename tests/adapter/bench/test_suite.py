@@ -211,5 +211,6 @@ def test_gemm_rows_side_by_side_are_the_rows_one_by_one() -> None:
     two = bench.bench_gemms(DEFAULT, True, workers=2, shapes=shapes)
     assert [r["name"] for r in two] == ["a", "b", "c"]
     assert all(r.pop("wall_s") > 0 for r in one + two)
+    assert all(r["max_autotune"].pop("plan_s") > 0 for r in one + two)
     assert two == one
     assert all(r["executed"] and r["matches_reference"] for r in two)

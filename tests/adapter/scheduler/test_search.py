@@ -28,13 +28,14 @@ EIGHT = DEFAULT.replace(cores=8)
 
 def test_max_autotune_finds_a_faster_stationary_division_than_the_default_plan() -> None:
     """512x2048x2048 on 8 cores: the default plan keeps the closed form's near-tie;
-    max-autotune simulates the 1 x 8 B-stationary division (B's columns held for the
-    whole K walk, A streamed once and shared over the ring), and it is faster."""
+    max-autotune simulates the stationary one-dimensional divisions (B's columns
+    held for the whole K walk and A streamed once, shared over the ring - or the
+    mirror, A's rows held), and one of them is faster."""
     kern = K.mm(512, 2048, 2048)
     default = matmul.plan_matmul(kern, EIGHT, {}, "mm")
     with max_autotune():
         tuned = matmul.plan_matmul(kern, EIGHT, {}, "mm")
-    assert (tuned.plan.grid, tuned.plan.order) == ((1, 1, 8, 1), "b")
+    assert (tuned.plan.grid, tuned.plan.order) in (((1, 1, 8, 1), "b"), ((1, 8, 1, 1), "a"))
     assert default.plan.grid != tuned.plan.grid
     t_default = simulate(default, EIGHT, keep_events=False).total_ns
     t_tuned = simulate(tuned, EIGHT, keep_events=False).total_ns
