@@ -50,8 +50,8 @@ _Sizes = Mapping[sympy.Symbol, int]
 def lx_even_split(kernel: kir.ExternKernel, m: Machine, sizes: _Sizes | None = None, tries: int = 2) -> Program:
     """The best simple even split of a matmul: for the ``tries`` best even grids,
     the largest LX-sized tiles (output-stationary) and the two tilings of that grid
-    the closed form ranks first (any loop order), all without ring sharing and
-    without a K split; every one built, simulated, and the fastest kept."""
+    the closed form ranks first (any loop order), all with operands shared over
+    the ring and without a K split; every one built, simulated, and the fastest kept."""
     sizes = sizes or {}
     s = shape_of(kernel, sizes)
     built = []
