@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import json
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import sympy
@@ -40,6 +40,8 @@ from spyre_adapter.scheduler.collectives import COLLECTIVE_OPS
 from spyre_adapter.scheduler.residency import plan_residency
 from spyre_adapter.scheduler.residency import summary as residency_summary
 from spyre_adapter.scheduler.search import autotuning, max_autotune
+from spyre_adapter.scheduler.size_buckets import size_bucket
+from spyre_adapter.scheduler.size_templates import SizeTemplate
 
 __all__ = ["SpyreBackend", "PayloadError", "read_payload", "plan", "plan_launch", "supported_kind", "is_symbolic",
            "current_machine", "use_machine", "set_machine"]
@@ -71,23 +73,100 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
     """The program and, when it is the program cache's, its key."""
     kind = supported_kind(kernel)
     cache = current().programs
-    key = cache.key(kernel, m, dict(sizes), kind.name + (" max-autotune" if autotuning() else ""))
+    extra = kind.name + (" max-autotune" if autotuning() else "")
+    key = cache.key(kernel, m, dict(sizes), extra)
     cached: str | None = key
     p = cache.get(key, kernel)
     if p is None:
-        try:
-            p = kind.plan(kernel, m, sizes)
-        except DoesNotFit as exc:
-            raise exc.in_kernel(kernel.name) from None
-        except EmulatorError as exc:
-            raise DoesNotFit(f"its program breaks a hardware rule ({exc})", "", kernel.name) from None
-        # A planner that completed the kernel (a captured call's output layout) is
-        # not cached: a hit would bind the program to the incomplete kernel.
-        if p.kernel is not None and p.kernel is not kernel:
-            cached = None
+        bound = _bound(kernel, kind, m, sizes, extra)
+        if bound is not None:
+            # (stored under the names of the kernel the template was made for; the hit renames)
+            q, tkey, t = bound
+            cache.put(key, q, q.kernel)
+            cache.bound += 1
+            cache.bound_from[key] = (tkey, t)
+            got = cache.get(key, kernel)
+            assert got is not None
+            p = got
         else:
-            cache.put(key, p, kernel)
+            p = _planned(kernel, kind, m, sizes)
+            if p.kernel is not None and p.kernel is not kernel:
+                # A planner that completed the kernel (a captured call's output layout) is
+                # not cached: a hit would bind the program to the incomplete kernel.
+                cached = None
+            else:
+                cache.put(key, p, kernel)
+                _template(kernel, kind, m, sizes, extra, p)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), cached
+
+
+def _planned(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
+    """What ``kind``'s planner makes of ``kernel`` at these sizes (counted in the program cache)."""
+    current().programs.planned += 1
+    try:
+        return kind.plan(kernel, m, sizes)
+    except DoesNotFit as exc:
+        raise exc.in_kernel(kernel.name) from None
+    except EmulatorError as exc:
+        raise DoesNotFit(f"its program breaks a hardware rule ({exc})", "", kernel.name) from None
+
+
+def _template_key(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int],
+                  extra: str) -> tuple[sympy.Symbol, int, int, str] | None:
+    """(symbol, size, bucket top, templates key) of a launch whose program a size
+    template can give: one run-time size, a kind with reference semantics (a
+    bound program's first launch is compared with them); else None."""
+    if len(sizes) != 1 or not kind.reference:
+        return None
+    (sym, size), = sizes.items()
+    top = size_bucket({sym: size})[sym]
+    return sym, int(size), top, current().programs.key(kernel, m, {sym: top}, extra + " template")
+
+
+def _bound(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int],
+           extra: str) -> tuple[Program, str, SizeTemplate] | None:
+    """The program at these sizes bound from a size template (it names the
+    buffers of the kernel the template was made for), the templates key and the
+    template; None when no template covers them."""
+    at = _template_key(kernel, kind, m, sizes, extra)
+    if at is None:
+        return None
+    _, size, _, tkey = at
+    t = current().programs.templates.find(tkey, size)
+    if t is None:
+        return None
+    return t.bind(size), tkey, t
+
+
+def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int], extra: str,
+              p: Program) -> None:
+    """After planning ``p`` at a run-time size no template covers: try one over
+    the rest of its bucket (planning the next size and the bucket's top, each
+    cached: a decode's next token is the next size)."""
+    at = _template_key(kernel, kind, m, sizes, extra)
+    if at is None:
+        return
+    sym, size, top, tkey = at
+    cache = current().programs
+
+    def cached_at(v: int) -> Program | None:
+        got = cache.get(cache.key(kernel, m, {sym: v}, extra), kernel)
+        return got if got is None or got.kernel is kernel else None
+
+    def plan_at(v: int) -> Program:
+        key = cache.key(kernel, m, {sym: v}, extra)
+        got = cache.get(key, kernel)
+        if got is None:
+            got = _planned(kernel, kind, m, {sym: v})
+            if got.kernel is not kernel:
+                raise DoesNotFit("its planner completed the kernel")
+            cache.put(key, got, kernel)
+        return got
+
+    try:
+        cache.templates.make(tkey, size, top, p, plan_at, cached_at)
+    except DoesNotFit:
+        return  # a size of the range has no program: no template; each size is planned
 
 
 def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
@@ -98,12 +177,31 @@ def plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> P
 def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Planned:
     """:func:`plan`, with what a launch runs: the program as the cache holds it,
     shared by every kernel of the same structure at these sizes (see
-    :class:`~spyre_adapter.emulator.executable.Planned`)."""
+    :class:`~spyre_adapter.emulator.executable.Planned`). A program bound from a
+    size template carries how to withdraw it should its first launch compute
+    other numbers than the reference semantics."""
     p, key = _plan(kernel, m, sizes)
-    got = current().programs.shared(key, kernel) if key is not None else None
+    cache = current().programs
+    got = cache.shared(key, kernel) if key is not None else None
+    withdraw = _withdrawal(key) if key is not None else None
     if got is None:
-        return Planned(p)
-    return Planned(p, got.program, got.names, got.state, got.symbols)
+        return Planned(p, bound=withdraw)
+    return Planned(p, got.program, got.names, got.state, got.symbols, bound=withdraw)
+
+
+def _withdrawal(key: str) -> Callable[[], None] | None:
+    """For a program bound from a size template (cached under ``key``): forget it
+    and the template (None for any other program)."""
+    cache = current().programs
+    got = cache.bound_from.get(key)
+    if got is None:
+        return None
+    tkey, t = got
+
+    def withdraw() -> None:
+        cache.templates.withdraw(tkey, t)
+        cache.drop(key)
+    return withdraw
 
 
 class PayloadError(FormatError):

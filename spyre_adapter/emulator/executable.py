@@ -123,13 +123,21 @@ class Planned:
     the program, one more launch of the first:
     the checks of its first launch, its recorded steps and its simulated timing
     depend on the program alone, so they are kept once, in ``state`` (None: not
-    shared, ``runs`` is ``program``)."""
+    shared, ``runs`` is ``program``).
+
+    ``bound``: the program was bound from a size template (see
+    :mod:`spyre_adapter.scheduler.size_templates`), not planned at these sizes:
+    its first launch is also compared with the kernel's reference semantics,
+    and should the numbers differ, that launch's outputs are the reference's
+    (announced as a host fallback) and ``bound()`` withdraws the program and its
+    template."""
 
     program: Program
     runs: Program | None = None
     names: Mapping[str, str] | None = None
     state: dict[Any, Any] | None = None
     symbols: Mapping[str, str] | None = None
+    bound: Callable[[], None] | None = None
     #: whether ``runs``' addresses depend on data (see :func:`_reads_data_for_indices`)
     data_indexed: bool = dataclasses.field(init=False)
     #: this kernel's figures; its launch state too when nothing is shared
@@ -262,18 +270,41 @@ class Executable:
                          planned.runs_sizes(sizes))
         # A program's first launch is checked, traced and timed: host time the
         # backend spends once per program, reported apart from steady launches.
+        # A program bound from a size template is compared with the reference on its first launch.
+        bound = planned.bound if not launch.state.checked else None
         with target.report.host_time("first_launch") if not launch.state.checked else contextlib.nullcontext():
-            expected = self.expected(launch)
+            expected = self.expected(launch, bound is not None)
             self.run(launch)
             if expected is not None:
-                self.verify_against(launch, expected)
+                try:
+                    self.verify_against(launch, expected)
+                except EmulatorError as exc:
+                    if bound is None:
+                        raise
+                    self._withdraw(key, launch, expected, bound, exc)
+                    return
             self.record(launch, *self.measure(launch))
 
-    def expected(self, launch: _Launch) -> dict[str, torch.Tensor] | None:
-        """With verification on, the reference semantics' outputs for this launch's
-        inputs (computed before the program overwrites anything)."""
+    def _withdraw(self, key: tuple, launch: _Launch, expected: Mapping[str, torch.Tensor],
+                  bound: Callable[[], None], exc: EmulatorError) -> None:
+        """A program bound from a size template computed other numbers than the
+        reference: this launch's outputs become the reference's (a host fallback,
+        announced), the program and its template are withdrawn, and the next
+        launch at these sizes is planned."""
+        for name, value in expected.items():
+            launch.buffers[name].copy_(value)
+        shown = dict(sorted((str(k), v) for k, v in (launch.sizes or {}).items()))
+        warn_fallback(f"{self.name} at run-time sizes {shown}: the program bound from a size template "
+                      f"differs from the reference semantics ({exc.detail}); the template is withdrawn")
+        bound()
+        with self._lock:
+            self._programs.pop(key, None)
+
+    def expected(self, launch: _Launch, force: bool = False) -> dict[str, torch.Tensor] | None:
+        """With verification on (or ``force``), the reference semantics' outputs
+        for this launch's inputs (computed before the program overwrites anything)."""
         # (a program reading what an earlier kernel left in LX has no DRAM inputs to compare from)
-        if not self.verify or launch.planned.program.lx_in:
+        if not (self.verify or force and self.kind.reference) or launch.planned.program.lx_in:
             return None
         copies = {k: v.clone() for k, v in launch.buffers.items()}
         run_kernel(self.kernel, copies, launch.sizes)

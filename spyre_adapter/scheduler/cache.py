@@ -22,6 +22,7 @@ from spyre_adapter.model.isa import with_buffers
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Program
 from spyre_adapter.model.structure import buffer_names, structure_sizes, structure_text, symbol_names
+from spyre_adapter.scheduler.size_templates import SizeTemplates
 
 __all__ = ["ProgramCache", "Shared"]
 
@@ -45,6 +46,14 @@ class ProgramCache:
         self._programs: dict[str, tuple[Program, tuple[str, ...], tuple[str, ...], dict[Any, Any]]] = {}
         self.hits = 0
         self.misses = 0
+        #: programs the planners made (misses less those bound from size templates)
+        self.planned = 0
+        #: programs bound from size templates
+        self.bound = 0
+        #: size templates by (structure, machine, bucket): see :mod:`.size_templates`
+        self.templates = SizeTemplates()
+        #: keys of programs bound from a template -> (templates key, template)
+        self.bound_from: dict[str, tuple[str, Any]] = {}
 
     @classmethod
     def key(cls, kernel: Any, m: Machine, sizes: dict[Any, int], extra: str = "") -> str:
@@ -94,9 +103,17 @@ class ProgramCache:
         with self._lock:
             self._programs[key] = (p, buffer_names(kernel), symbol_names(kernel), {})
 
+    def drop(self, key: str) -> None:
+        """Forget the program under ``key``."""
+        with self._lock:
+            self._programs.pop(key, None)
+            self.bound_from.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._programs.clear()
+            self.templates.clear()
+            self.bound_from.clear()
 
 
 @dataclasses.dataclass(frozen=True)

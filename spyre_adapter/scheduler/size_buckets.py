@@ -3,7 +3,9 @@
 A decode loop's KV length changes every token. A planner chooses its work
 division once per bucket (each size rounded up to a power of two), planning the
 kernel at the bucket's sizes with every check, and builds that choice for each
-exact size; the program is still built, checked and timed for those sizes.
+exact size; the program is still built, checked and timed for those sizes -
+unless a size template (:mod:`.size_templates`) made from the bucket's programs
+covers them: then the program is bound, not built.
 """
 
 from __future__ import annotations

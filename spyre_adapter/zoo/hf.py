@@ -238,11 +238,13 @@ class Step:
     kernels: int = 0
     compiles: int = 0
     host_ops: int = 0
-    #: programs planned during the step (program-cache misses) and the backend's host
-    #: seconds for run-time sizes it met: planning them, then their checked first launches
+    #: programs planned during the step, programs bound from size templates, and the
+    #: backend's host seconds for run-time sizes it met: planning (or binding) their
+    #: programs, then their checked first launches
     plans: int = 0
     plan_s: float = 0.0
     first_launch_s: float = 0.0
+    binds: int = 0
 
 
 class StepRecorder:
@@ -270,7 +272,8 @@ class StepRecorder:
             return out
         session = current()
         before = (session.report.clock_ns, session.report.launch_count, _dram_total(), eager_op_counts())
-        host_before, misses_before = dict(session.report.host_s), session.programs.misses
+        host_before = dict(session.report.host_s)
+        planned_before, bound_before = session.programs.planned, session.programs.bound
         names_before = {r["name"]: r["launches"] for r in session.report.per_kernel()}
         with count_compiles() as c:
             t0 = time.perf_counter()
@@ -281,8 +284,8 @@ class StepRecorder:
         spent = {k: v - host_before.get(k, 0.0) for k, v in session.report.host_s.items()}
         self.steps.append(Step(tokens, wall, session.report.clock_ns - before[0], session.report.launch_count - before[1],
                                _dram_total() - before[2], launched, c.compiles, host,
-                               session.programs.misses - misses_before, spent["plan_at_launch"],
-                               spent["first_launch"]))
+                               session.programs.planned - planned_before, spent["plan_at_launch"],
+                               spent["first_launch"], session.programs.bound - bound_before))
         return out
 
 
@@ -347,6 +350,7 @@ def _phase(steps: list[Step], weights_per_token: int, machine: Any, device: bool
         "host_ops_in_compiled_steps": sum(s.host_ops for s in steady if s.compiles == 0),
         # what new run-time sizes cost each steady step (a dynamic KV length is new every token)
         "plans_per_step": sum(s.plans for s in steady) / len(steady),
+        "binds_per_step": sum(s.binds for s in steady) / len(steady),
         "plan_ms_per_token": sum(s.plan_s for s in steady) * 1e3 / max(st_tokens, 1),
         "first_launch_ms_per_token": sum(s.first_launch_s for s in steady) * 1e3 / max(st_tokens, 1),
     })

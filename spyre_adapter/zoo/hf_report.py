@@ -54,9 +54,10 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
     d = result["decode"]
     if d.get("steps") and "plans_per_step" in d:
         # of the emulator's wall time per decode token, what new run-time sizes cost
-        console.print(f"decode, new run-time sizes: {d['plans_per_step']:.1f} program(s) planned per step; "
-                      f"{d['plan_ms_per_token']:.1f} ms planning, {d['first_launch_ms_per_token']:.1f} ms "
-                      "first launches per token")
+        console.print(f"decode, new run-time sizes: {d['plans_per_step']:.1f} program(s) planned and "
+                      f"{d.get('binds_per_step', 0.0):.1f} bound from size templates per step; "
+                      f"{d['plan_ms_per_token']:.1f} ms planning and binding, "
+                      f"{d['first_launch_ms_per_token']:.1f} ms first launches per token")
     lx = result["device"]["lx_residency"]
     console.print(f"LX residency across kernels: {lx['kept']} buffer(s) kept ({lx['bytes_kept'] / 1024:.0f} KiB)"
                   + ("; kernels with symbolic sizes are not planned for residency yet"

@@ -48,6 +48,25 @@ def test_family_greedy_decode_is_token_identical(family: str, shapes: str) -> No
     assert r["cache"] == shapes
 
 
+def test_a_64_token_dynamic_decode_plans_per_bucket_not_per_token() -> None:
+    """Every decode token meets a new KV length. The kernels that depend on it are
+    planned for the first two lengths met in a size bucket (plus the template's
+    two samples), and bound from the template for the rest: the plans come at
+    power-of-two boundaries, not with every token."""
+    r = run_hf(HFOptions(family="llama", shapes="dynamic", prompt=6, new_tokens=64, sizes=TINY))
+    _check_decode(r)
+    steady = [s for s in r["steps"][3:] if s["compiles"] == 0]
+    per_token = max(s["binds"] for s in steady)  # kernels with a run-time size, all bound
+    # (a kernel's run-time size is the KV length, or one off it: s + 1 positions)
+    lengths = range(r["prompt_tokens"] + 2, r["prompt_tokens"] + r["new_tokens"] + 2)
+    buckets = len({(n - 1).bit_length() for n in lengths})
+    planned = sum(s["plans"] for s in steady)
+    assert planned <= per_token * buckets * 4, (planned, per_token, buckets)
+    assert planned < per_token * len(steady) / 3  # planned for every token: per_token * len(steady)
+    assert sum(1 for s in steady if s["plans"] == 0 and s["binds"] == per_token) >= len(steady) // 2
+    assert r["decode"]["binds_per_step"] > 0
+
+
 @pytest.mark.parametrize("family,dtype", [("llama", "fp16"), ("mixtral", "bf16")])
 def test_autocast_decode_logits_within_tolerance(family: str, dtype: str) -> None:
     """torch.autocast("spyre") around generate: 16-bit matmul kernels on the

@@ -1,0 +1,161 @@
+"""Size templates: one program per kernel structure and range of its run-time
+size, bound at a launch instead of planned. A bound program is the planner's
+program at that size but for where LX allocations sit; its numbers come from
+running it; a binding that computes other numbers than the reference falls
+back, announced, and withdraws its template."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import pytest
+import sympy
+import torch
+
+from spyre_shims.backend import FallbackWarning
+from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, LoopKernel, Ref
+from spyre_shims.reference import run_kernel
+from tests.support import kernels as K
+
+from spyre_adapter.backend.session import Session, activate
+from spyre_adapter.backend.spyre import plan_launch
+from spyre_adapter.emulator import Card, Executable, execute
+from spyre_adapter.model import isa
+from spyre_adapter.model.kinds import kind_of
+from spyre_adapter.model.machine import DEFAULT
+from spyre_adapter.scheduler import loops
+from spyre_adapter.scheduler.matmul import plan_matmul
+from spyre_adapter.scheduler.size_templates import SizeTemplate, TemplateMismatch, fit
+
+S0 = K.S0
+
+
+def scaled_rows(heads: int, dtype: str = "float32") -> KernelGroup:
+    """out = a * 0.5 over ``heads`` rows of ``s0`` (a decode's scores, one row per head)."""
+    idx = S0 * K.I0 + K.I1
+    body = (Instr("load", ("a", idx), dtype), Instr("constant", (0.5, dtype), dtype),
+            Instr("mul", (Ref(0), Ref(1)), dtype), Instr("store", ("out", idx, Ref(2), None)))
+
+    def spec(name: str, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, (sympy.Integer(heads), S0), (S0, sympy.Integer(1)), sympy.Integer(0),
+                          heads * S0, role)
+    return KernelGroup("scaled_rows", (LoopKernel("op0", (sympy.Integer(heads), S0), (), body),),
+                       (spec("a", "input"), spec("out", "output")), ("a", "out"), ("s0",))
+
+
+def mm_by_length(m: int, k: int, dtype: str = "float32") -> ExternKernel:
+    """c = a @ b with ``s0`` columns of ``b`` (a decode's query times its keys)."""
+    def spec(name: str, rows: int, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, (sympy.Integer(rows), S0), (S0, sympy.Integer(1)), sympy.Integer(0),
+                          rows * S0, role)
+    return ExternKernel("mm_by_length", "mm", (K.buf("a", (m, k), dtype), spec("b", k, "input")),
+                        spec("c", m, "output"), ("a", "b", "c"), symbols=("s0",))
+
+
+def square(dtype: str = "float32") -> KernelGroup:
+    """out = a * 0.5 over an s0 x s0 matrix: its extents are quadratic in the size."""
+    idx = S0 * K.I0 + K.I1
+    body = (Instr("load", ("a", idx), dtype), Instr("constant", (0.5, dtype), dtype),
+            Instr("mul", (Ref(0), Ref(1)), dtype), Instr("store", ("out", idx, Ref(2), None)))
+
+    def spec(name: str, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, (S0, S0), (S0, sympy.Integer(1)), sympy.Integer(0), S0 * S0, role)
+    return KernelGroup("square", (LoopKernel("op0", (S0, S0), (), body),),
+                       (spec("a", "input"), spec("out", "output")), ("a", "out"), ("s0",))
+
+
+CASES = [pytest.param(lambda: scaled_rows(8), loops.plan_group, id="loops"),
+         pytest.param(lambda: mm_by_length(1, 32), plan_matmul, id="matmul")]
+
+
+def _without_lx_addresses(p: object) -> list[str]:
+    """A program's listing less its plan line and every LX address (all a
+    bound program may differ in from the planner's)."""
+    text = isa.listing(p).splitlines()[1:]  # type: ignore[arg-type]
+    return [re.sub(r"0x[0-9a-f]+", "@", line) for line in text]
+
+
+@pytest.mark.parametrize("make,planner", CASES)
+def test_a_bound_program_is_the_planners_program_at_every_size_of_its_range(make, planner) -> None:
+    kernel = make()
+    t = fit(*(planner(kernel, DEFAULT, {S0: v}, "k") for v in (33, 34, 64)), 33, 64)
+    for size in range(33, 65):
+        bound, planned = t.bind(size), planner(kernel, DEFAULT, {S0: size}, "k")
+        assert _without_lx_addresses(bound) == _without_lx_addresses(planned), size
+        assert dict(bound.sizes) == {"s0": size}
+        got = K.sized_buffers(kernel, {S0: size}, seed=size)
+        want = {k: v.clone() for k, v in got.items()}
+        run_kernel(kernel, want, {S0: size})
+        execute(bound, got, Card(DEFAULT), {S0: size}, checking=True)  # every static rule, LX stamps
+        out = K.outputs(kernel)[0]
+        torch.testing.assert_close(got[out], want[out], rtol=1e-5, atol=1e-5)
+
+
+def test_extents_quadratic_in_the_size_make_no_template() -> None:
+    kernel = square()
+    with pytest.raises(TemplateMismatch):
+        fit(*(loops.plan_group(kernel, DEFAULT, {S0: v}, "k") for v in (33, 34, 64)), 33, 64)
+
+
+def test_a_template_binds_only_its_range() -> None:
+    kernel = scaled_rows(8)
+    t = fit(*(loops.plan_group(kernel, DEFAULT, {S0: v}, "k") for v in (40, 41, 64)), 40, 64)
+    assert t.covers(40) and t.covers(64) and not t.covers(39) and not t.covers(65)
+    with pytest.raises(ValueError, match="outside"):
+        t.bind(39)
+
+
+def _launch(exe: Executable, kernel: KernelGroup, size: int) -> tuple[dict, dict]:
+    got = K.sized_buffers(kernel, {S0: size}, seed=size)
+    want = {k: v.clone() for k, v in got.items()}
+    run_kernel(kernel, want, {S0: size})
+    exe(got, {S0: size})
+    return got, want
+
+
+def test_a_decode_plans_two_sizes_of_a_bucket_and_binds_the_rest() -> None:
+    """The first size met in a bucket is planned alone; the second makes a
+    template with it (the adjacent pair) and the bucket's top; the sizes between
+    are bound, each checked and compared with the reference on its first launch."""
+    kernel = scaled_rows(8)
+    session = Session(DEFAULT)
+    exe = Executable(kernel, kind_of(kernel), plan_launch, lambda: session)
+    cache = session.programs
+    with activate(session), warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        for size in range(33, 65):
+            got, want = _launch(exe, kernel, size)
+            torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+    # 33 and 34 (the adjacent pair) and 64 planned; 35..63 bound
+    assert cache.planned == 3 and cache.bound == 64 - 35
+    assert session.report.host_s["plan_at_launch"] > 0
+
+
+def test_a_binding_with_other_numbers_falls_back_announced_and_withdraws_its_template() -> None:
+    """Fault injection: a template whose integers stop moving binds programs that
+    leave rows unwritten. The first launch's comparison with the reference
+    catches it: that launch's outputs are the reference's, a fallback warning
+    names the kernel, and the next size is planned, not bound."""
+    kernel = scaled_rows(8)
+    session = Session(DEFAULT)
+    exe = Executable(kernel, kind_of(kernel), plan_launch, lambda: session)
+    cache = session.programs
+    with activate(session):
+        for size in (33, 34):
+            _launch(exe, kernel, size)
+        (key, made), = cache.templates._made.items()
+        t: SizeTemplate = made[0]
+        made[0] = dataclasses.replace(t, slope=tuple(0 for _ in t.slope))
+        planned = cache.planned
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got, want = _launch(exe, kernel, 40)
+        fallbacks = [str(w.message) for w in caught if issubclass(w.category, FallbackWarning)]
+        assert len(fallbacks) == 1 and "scaled_rows" in fallbacks[0] and "size template" in fallbacks[0]
+        torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+        assert cache.templates.find(key, 41) is None
+        got, want = _launch(exe, kernel, 41)
+        torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+        assert cache.planned == planned + 1
