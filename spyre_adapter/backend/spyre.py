@@ -73,7 +73,7 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
     """The program and, when it is the program cache's, its key."""
     kind = supported_kind(kernel)
     cache = current().programs
-    extra = kind.name + (" max-autotune" if autotuning() else "")
+    extra = _extra(kind)
     key = cache.key(kernel, m, dict(sizes), extra)
     cached: str | None = key
     p = cache.get(key, kernel)
@@ -98,6 +98,11 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
                 cache.put(key, p, kernel)
                 _template(kernel, kind, m, sizes, extra, p)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), cached
+
+
+def _extra(kind: KernelKind) -> str:
+    """What besides structure, machine and sizes keys a program: its kind and the search asked for."""
+    return kind.name + (" max-autotune" if autotuning() else "")
 
 
 def _planned(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> Program:
@@ -180,10 +185,23 @@ def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int
     :class:`~spyre_adapter.emulator.executable.Planned`). A program bound from a
     size template carries how to withdraw it should its first launch compute
     other numbers than the reference semantics."""
-    p, key = _plan(kernel, m, sizes)
     cache = current().programs
-    got = cache.shared(key, kernel) if key is not None else None
-    withdraw = _withdrawal(key) if key is not None else None
+    kind = supported_kind(kernel)
+    key = cache.key(kernel, m, dict(sizes), _extra(kind))
+    got = cache.shared(key, kernel)
+    if got is not None and got.program.kernel is not kernel:
+        # Planned for another kernel of this structure (an earlier layer): it runs
+        # as planned; this kernel's own copy under its names is made only if asked for.
+        cache.hits += 1
+        name = kernel.name
+
+        def own() -> Program:
+            p = got.for_kernel(kernel)
+            return p if p.name == name else dataclasses.replace(p, name=name)
+        return Planned(own, got.program, got.names, got.state, got.symbols, bound=_withdrawal(key), name=name)
+    p, cached = _plan(kernel, m, sizes)
+    got = cache.shared(cached, kernel) if cached is not None else None
+    withdraw = _withdrawal(cached) if cached is not None else None
     if got is None:
         return Planned(p, bound=withdraw)
     return Planned(p, got.program, got.names, got.state, got.symbols, bound=withdraw)

@@ -132,18 +132,31 @@ class Planned:
     (announced as a host fallback) and ``bound()`` withdraws the program and its
     template."""
 
-    program: Program
+    #: ``program``, or how to make it (a kernel launching another's program needs
+    #: its own copy only for reports and verification: made when asked for)
+    given: Program | Callable[[], Program]
     runs: Program | None = None
     names: Mapping[str, str] | None = None
     state: dict[Any, Any] | None = None
     symbols: Mapping[str, str] | None = None
     bound: Callable[[], None] | None = None
+    #: the kernel's name (``program.name``, known before the program is made)
+    name: str = ""
     #: whether ``runs``' addresses depend on data (see :func:`_reads_data_for_indices`)
     data_indexed: bool = dataclasses.field(init=False)
     #: this kernel's figures; its launch state too when nothing is shared
     own: _Derived = dataclasses.field(init=False, repr=False)
 
+    @property
+    def program(self) -> Program:
+        """The program under this kernel's own buffer names (made on first use)."""
+        if callable(self.given):
+            self.given = self.given()
+        return self.given
+
     def __post_init__(self) -> None:
+        if not callable(self.given):
+            self.name = self.given.name
         if self.runs is None:
             self.runs, self.names, self.state, self.symbols = self.program, None, None, None
         if self.symbols is not None and all(k == v for k, v in self.symbols.items()):
@@ -316,7 +329,7 @@ class Executable:
         """The functional pass: checked on the program's first launch, then recorded
         and replayed. An error names this kernel, also when the program it runs is
         another identical kernel's."""
-        p, q, d = launch.planned.program, launch.planned.runs, launch.state
+        q, d = launch.planned.runs, launch.state
         assert q is not None
         first = not d.checked
         try:
@@ -324,7 +337,7 @@ class Executable:
                 launch.stats = execute(q, launch.runs_on, launch.target.card, launch.runs_sizes, checking=first,
                                        replay=None if first else d.replay, pe_threads=threads)
         except (EmulatorError, KernelFault) as exc:
-            if q is p:
+            if launch.planned.state is None:  # not another kernel's program
                 raise
             shared = f"(this kernel runs the program of the identical kernel {q.name} on its own buffers)"
             if isinstance(exc, EmulatorError):
@@ -353,7 +366,7 @@ class Executable:
         addresses depend on data), the simulated timeline (once per program and
         data-dependent traffic) and the roofline figures."""
         planned, d = launch.planned, launch.state
-        p, q, own = planned.program, planned.runs, planned.own
+        q, own = planned.runs, planned.own
         assert q is not None and launch.stats is not None
         traced = own if planned.data_indexed else d
         if traced.compulsory is None:
@@ -370,13 +383,18 @@ class Executable:
                 tl = d.timelines[(dyn, events)] = simulate(q, launch.target.machine, launch.stats.dynamic_bytes,
                                                            keep_events=events)
             work = self.kind.work(self.kernel, launch.sizes)
-            got = own.timing[(compulsory, dyn, events)] = (tl, metrics.compute(p, tl, launch.target.machine,
-                                                                               compulsory, d.lx_peak, work))
+            # (the program as it runs: the figures do not depend on buffer names)
+            got = own.timing[(compulsory, dyn, events)] = (tl, metrics.compute(q, tl, launch.target.machine,
+                                                                               compulsory, d.lx_peak, work,
+                                                                               planned.name))
         return got
 
     def record(self, launch: _Launch, timeline: Timeline, figures: metrics.Metrics) -> None:
         """The launch in the target's report, under this kernel's own program."""
-        launch.target.report.record(launch.planned.program.name, figures, timeline, launch.planned.program)
+        report, planned = launch.target.report, launch.planned
+        # the kernel's own copy of the program only for a report that keeps programs
+        program = planned.program if getattr(report, "keep_programs", True) else planned.runs
+        report.record(planned.name, figures, timeline, program)
 
     @staticmethod
     def compulsory(p: Program, buffers: Mapping[str, torch.Tensor], sizes: Mapping[sympy.Symbol, int]) -> int:

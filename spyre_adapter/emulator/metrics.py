@@ -51,10 +51,12 @@ class Metrics:
         return dataclasses.asdict(self)
 
 
-def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int, work: tuple[str, float]) -> Metrics:
+def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int, work: tuple[str, float],
+            name: str | None = None) -> Metrics:
     """Metrics of program ``p`` simulated as ``tl`` on ``m``, against ``compulsory``
     bytes and the kernel's ``work`` (("pe", FLOPs) or ("vec", vector ops), from its
-    kind: :attr:`spyre_adapter.model.kinds.KernelKind.work`)."""
+    kind: :attr:`spyre_adapter.model.kinds.KernelKind.work`), named ``name``
+    (default: the program's)."""
     kind, amount = work
     comp = max(compulsory, 1)
     writes = tl.dram_write_bytes
@@ -73,7 +75,7 @@ def compute(p: Program, tl: Timeline, m: Machine, compulsory: int, lx_peak: int,
     ends = [tl.core_time(c.core) for c in p.cores if c.instrs]
     balance = (sum(ends) / len(ends)) / max(ends) if ends and max(ends) > 0 else 1.0
     return Metrics(
-        name=p.name, kind=p.kind, modeled_ns=t, bound_sustained_ns=bound_sus, bound_datasheet_ns=bound_peak,
+        name=p.name if name is None else name, kind=p.kind, modeled_ns=t, bound_sustained_ns=bound_sus, bound_datasheet_ns=bound_peak,
         dram_bound_ns=dram_bound, eta_sustained=bound_sus / t, eta_datasheet=bound_peak / t,
         eta_dram=dram_bound / t, rho=tl.dram_bytes / comp, dram_bytes=tl.dram_bytes,
         compulsory_bytes=compulsory, ring_bytes=tl.ring_bytes, flops=amount, cores_used=p.cores_used,

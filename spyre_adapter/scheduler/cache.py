@@ -72,18 +72,7 @@ class ProgramCache:
                 return None
             self.hits += 1
         p, names, symbols, _ = got
-        mine, my_symbols = buffer_names(kernel), symbol_names(kernel)
-        if names == mine and symbols == my_symbols:
-            return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
-        if symbols != my_symbols:  # the same sizes under this kernel's symbols
-            to_mine = dict(zip(symbols, my_symbols))
-            p = dataclasses.replace(p, sizes=tuple((to_mine.get(n, n), v) for n, v in p.sizes),
-                                    bodies=tuple(with_symbols(b, to_mine) for b in p.bodies))
-        bodies = p.bodies
-        if isinstance(kernel, kir.KernelGroup):
-            bodies = tuple(_as_planned(k, b, p.sizes) for k, b in zip(kernel.kernels, p.bodies)) + \
-                p.bodies[len(kernel.kernels):]
-        return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
+        return _for_kernel(p, names, symbols, kernel)
 
     def shared(self, key: str, kernel: Any) -> Shared | None:
         """The program cached under ``key`` as it was planned (its first kernel's
@@ -97,7 +86,8 @@ class ProgramCache:
         if got is None:
             return None
         p, names, symbols, state = got
-        return Shared(p, dict(zip(names, buffer_names(kernel))), dict(zip(symbols, symbol_names(kernel))), state)
+        return Shared(p, dict(zip(names, buffer_names(kernel))), dict(zip(symbols, symbol_names(kernel))), state,
+                      names, symbols)
 
     def put(self, key: str, p: Program, kernel: Any) -> None:
         with self._lock:
@@ -126,6 +116,31 @@ class Shared:
     names: dict[str, str]
     symbols: dict[str, str]
     state: dict[Any, Any]
+    #: the program's own buffer names and size symbols, in the kernel's order
+    planned_names: tuple[str, ...] = ()
+    planned_symbols: tuple[str, ...] = ()
+
+    def for_kernel(self, kernel: Any) -> Program:
+        """The program under ``kernel``'s buffer names and size symbols (what
+        :meth:`ProgramCache.get` gives ``kernel``)."""
+        return _for_kernel(self.program, self.planned_names, self.planned_symbols, kernel)
+
+
+def _for_kernel(p: Program, names: tuple[str, ...], symbols: tuple[str, ...], kernel: Any) -> Program:
+    """Program ``p`` planned for a kernel with buffer ``names`` and size ``symbols``,
+    under ``kernel``'s names and symbols."""
+    mine, my_symbols = buffer_names(kernel), symbol_names(kernel)
+    if names == mine and symbols == my_symbols:
+        return p if p.kernel is kernel else dataclasses.replace(p, kernel=kernel)
+    if symbols != my_symbols:  # the same sizes under this kernel's symbols
+        to_mine = dict(zip(symbols, my_symbols))
+        p = dataclasses.replace(p, sizes=tuple((to_mine.get(n, n), v) for n, v in p.sizes),
+                                bodies=tuple(with_symbols(b, to_mine) for b in p.bodies))
+    bodies = p.bodies
+    if isinstance(kernel, kir.KernelGroup):
+        bodies = tuple(_as_planned(k, b, p.sizes) for k, b in zip(kernel.kernels, p.bodies)) + \
+            p.bodies[len(kernel.kernels):]
+    return with_buffers(p, dict(zip(names, mine)), kernel, bodies)
 
 
 def _as_planned(kernel: kir.LoopKernel, body: kir.LoopKernel, sizes: tuple[tuple[str, int], ...]) -> kir.LoopKernel:

@@ -21,6 +21,7 @@ from tests.support import kernels as K
 from spyre_adapter.backend.session import Session, current
 from spyre_adapter.backend.spyre import plan_launch
 from spyre_adapter.emulator import Executable, executor
+from spyre_adapter.model import isa
 from spyre_adapter.model.kinds import kind_of
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.model.rules import EmulatorError
@@ -94,6 +95,23 @@ def test_layers_share_the_first_layer_s_checked_program_and_its_recording(checke
     _launch(e2, K.sized_buffers(two, sizes, seed=5), sizes)
     _launch(e1, K.sized_buffers(one, sizes, seed=6), sizes)
     assert checked_launches == ["rows_times_row", "rows_times_row2"]
+
+
+def test_a_layer_renames_the_shared_program_only_when_asked(checked_launches: list[str]) -> None:
+    """Layer 2 runs layer 1's program as planned; its own copy under its buffer
+    names (for reports that keep programs, verification, listings) is made on
+    first use, not at every new run-time size (a decode renamed every layer's
+    programs every token)."""
+    e1, e2, report = _two_layers(K.rows_times_row(256), _ROWS)
+    sizes = {K.S0: 41}
+    _launch(e1, K.sized_buffers(e1.kernel, sizes, seed=1), sizes)
+    _launch(e2, K.sized_buffers(e2.kernel, sizes, seed=2), sizes)
+    p2 = e2.plan(DEFAULT, sizes)
+    assert callable(p2.given) and p2.name == "rows_times_row2"  # launched, never renamed
+    assert [r["name"] for r in report.per_kernel()] == ["rows_times_row", "rows_times_row2"]
+    own = p2.program  # made now, once
+    assert not callable(p2.given) and p2.program is own and own.name == "rows_times_row2"
+    assert {b for c in own.cores for i in c.instrs for side in isa.dram_buffers(i) for b in side} <= {"x2", "w2", "y2"}
 
 
 def test_buffers_of_other_extents_get_their_own_checked_launch(checked_launches: list[str]) -> None:
