@@ -154,9 +154,9 @@ def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[s
     sym, size, top, tkey = at
     cache = current().programs
 
-    def cached_at(v: int) -> Program | None:
-        got = cache.get(cache.key(kernel, m, {sym: v}, extra), kernel)
-        return got if got is None or got.kernel is kernel else None
+    def cached_at(v: int) -> Program | None:  # (a look-up, not a miss of the cache)
+        got = cache.shared(cache.key(kernel, m, {sym: v}, extra), kernel)
+        return got.program if got is not None and got.program.kernel is kernel else None
 
     def plan_at(v: int) -> Program:
         key = cache.key(kernel, m, {sym: v}, extra)
