@@ -337,7 +337,7 @@ class Executable:
                 launch.stats = execute(q, launch.runs_on, launch.target.card, launch.runs_sizes, checking=first,
                                        replay=None if first else d.replay, pe_threads=threads)
         except (EmulatorError, KernelFault) as exc:
-            if launch.planned.state is None:  # not another kernel's program
+            if launch.planned.given is q:  # its own program (another kernel's: given is a copy, or how to make one)
                 raise
             shared = f"(this kernel runs the program of the identical kernel {q.name} on its own buffers)"
             if isinstance(exc, EmulatorError):

@@ -114,6 +114,21 @@ def test_a_layer_renames_the_shared_program_only_when_asked(checked_launches: li
     assert {b for c in own.cores for i in c.instrs for side in isa.dram_buffers(i) for b in side} <= {"x2", "w2", "y2"}
 
 
+def test_an_error_says_when_the_program_is_another_layer_s() -> None:
+    """A launch whose buffers are short of what the program reads fails its
+    checks, naming the kernel; a layer running the first layer's program says so."""
+    e1, e2, _ = _two_layers(K.rows_times_row(256), _ROWS)
+    sizes = {K.S0: 37}
+    for exe in (e1, e2):
+        bufs = K.sized_buffers(exe.kernel, sizes, seed=1)
+        bufs = {k: v[: v.numel() // 2] if k in ("a", "x2") else v for k, v in bufs.items()}
+        with pytest.raises(EmulatorError) as err:
+            exe(bufs, sizes)
+        assert exe.name in str(err.value)
+        notes = " ".join(getattr(err.value, "__notes__", []))
+        assert ("identical kernel rows_times_row " in notes) == (exe is e2), notes
+
+
 def test_buffers_of_other_extents_get_their_own_checked_launch(checked_launches: list[str]) -> None:
     e1, e2, _ = _two_layers(K.rows_times_row(256), _ROWS)
     one, two = e1.kernel, e2.kernel
