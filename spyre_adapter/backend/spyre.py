@@ -69,16 +69,19 @@ def supported_kind(kernel: kir.Kernel) -> KernelKind:
     return kind
 
 
-def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> tuple[Program, str | None]:
-    """The program and, when it is the program cache's, its key."""
-    kind = supported_kind(kernel)
+def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int],
+          kind: KernelKind | None = None, key: str | None = None) -> tuple[Program, str | None]:
+    """The program and, when it is the program cache's, its key (``kind`` and
+    ``key``: already found by the caller)."""
+    kind = kind or supported_kind(kernel)
     cache = current().programs
     extra = _extra(kind)
-    key = cache.key(kernel, m, dict(sizes), extra)
+    key = key or cache.key(kernel, m, dict(sizes), extra)
     cached: str | None = key
     p = cache.get(key, kernel)
     if p is None:
-        bound = _bound(kernel, kind, m, sizes, extra)
+        at = _template_key(kernel, kind, m, sizes, extra)
+        bound = _bound(at)
         if bound is not None:
             # (stored under the names of the kernel the template was made for; the hit renames)
             q, tkey, t = bound
@@ -96,7 +99,8 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int]) -> 
                 cached = None
             else:
                 cache.put(key, p, kernel)
-                _template(kernel, kind, m, sizes, extra, p)
+                if at is not None:
+                    _template(kernel, kind, m, extra, at, p)
     return p if p.name == kernel.name else dataclasses.replace(p, name=kernel.name), cached
 
 
@@ -128,12 +132,10 @@ def _template_key(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mappi
     return sym, int(size), top, current().programs.key(kernel, m, {sym: top}, extra + " template")
 
 
-def _bound(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int],
-           extra: str) -> tuple[Program, str, SizeTemplate] | None:
-    """The program at these sizes bound from a size template (it names the
-    buffers of the kernel the template was made for), the templates key and the
-    template; None when no template covers them."""
-    at = _template_key(kernel, kind, m, sizes, extra)
+def _bound(at: tuple[sympy.Symbol, int, int, str] | None) -> tuple[Program, str, SizeTemplate] | None:
+    """The program at the size of ``at`` (see :func:`_template_key`) bound from a
+    size template (it names the buffers of the kernel the template was made for),
+    the templates key and the template; None when no template covers it."""
     if at is None:
         return None
     _, size, _, tkey = at
@@ -143,14 +145,11 @@ def _bound(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[symp
     return t.bind(size), tkey, t
 
 
-def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sympy.Symbol, int], extra: str,
-              p: Program) -> None:
-    """After planning ``p`` at a run-time size no template covers: try one over
-    the rest of its bucket (planning the next size and the bucket's top, each
-    cached: a decode's next token is the next size)."""
-    at = _template_key(kernel, kind, m, sizes, extra)
-    if at is None:
-        return
+def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, extra: str,
+              at: tuple[sympy.Symbol, int, int, str], p: Program) -> None:
+    """After planning ``p`` at the size of ``at`` (no template covers it): try one
+    over the rest of its bucket (the programs it plans are cached: a decode's next
+    token is the next size)."""
     sym, size, top, tkey = at
     cache = current().programs
 
@@ -199,7 +198,7 @@ def plan_launch(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int
             p = got.for_kernel(kernel)
             return p if p.name == name else dataclasses.replace(p, name=name)
         return Planned(own, got.program, got.names, got.state, got.symbols, bound=_withdrawal(key), name=name)
-    p, cached = _plan(kernel, m, sizes)
+    p, cached = _plan(kernel, m, sizes, kind, key)
     got = cache.shared(cached, kernel) if cached is not None else None
     withdraw = _withdrawal(cached) if cached is not None else None
     if got is None:

@@ -64,6 +64,12 @@ class TemplateMismatch(ValueError):
     """The sampled programs do not make a template (the message says why)."""
 
 
+def _label(text: str) -> tuple[tuple[str, ...], list[int]]:
+    """A label's text around its numbers, and the numbers (walked and rebuilt alike)."""
+    parts = _DIGITS.split(text)
+    return tuple(parts[0::2]), [int(x) for x in parts[1::2]]
+
+
 @functools.lru_cache(maxsize=None)
 def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
@@ -108,10 +114,10 @@ def _walk(o: Any, sig: list[Any], ints: list[int], lx: list[bool], in_plan: bool
         for name in _field_names(cls):
             v = getattr(o, name)
             if name == "name" and isinstance(v, str):
-                parts = _DIGITS.split(v)
-                sig.append(tuple(parts[0::2]))
-                ints.extend(int(x) for x in parts[1::2])
-                lx.extend(False for _ in parts[1::2])
+                texts, numbers = _label(v)
+                sig.append(texts)
+                ints.extend(numbers)
+                lx.extend(False for _ in numbers)
                 continue
             _walk(v, sig, ints, lx, in_plan, addr_owner and name == "addr")
     else:  # opaque (sympy numbers, enums): equal across samples or no template
@@ -167,11 +173,11 @@ def _compile(o: Any, slots: list[int], moving: list[bool], in_plan: bool = False
         for name in _field_names(type(o)):
             v = getattr(o, name)
             if name == "name" and isinstance(v, str):
-                parts = _DIGITS.split(v)
-                at = list(range(slots[0], slots[0] + len(parts) // 2))
+                texts, numbers = _label(v)
+                at = list(range(slots[0], slots[0] + len(numbers)))
                 slots[0] += len(at)
                 if any(moving[i] for i in at):
-                    changed.append((name, ("s", tuple(parts[0::2]), tuple(at))))
+                    changed.append((name, ("s", texts, tuple(at))))
                 continue
             n = _compile(v, slots, moving, in_plan)
             if n[0] != "k":
