@@ -42,6 +42,7 @@ from spyre_adapter.backend.session import current
 from spyre_adapter.backend.spyre import current_machine
 from spyre_adapter.harness.memory import available_bytes
 from spyre_adapter.harness.on_device import announced_fallbacks
+from spyre_adapter.zoo.routing import TieRecorder, recording_ties, resolve_ties
 
 __all__ = ["FAMILIES", "HFOptions", "make_config", "build_model", "run_hf", "weight_bytes", "EagerReferenceError"]
 
@@ -357,17 +358,26 @@ def _phase(steps: list[Step], weights_per_token: int, machine: Any, device: bool
     return out
 
 
+def _step_errors(ref_seq: torch.Tensor, ref_logits: list[torch.Tensor], seq: torch.Tensor,
+                 logits: list[torch.Tensor]) -> list[float]:
+    """Max abs logit error of each step both runs reached with the same prefix
+    (up to and including the first step whose tokens differ)."""
+    prompt = ref_seq.shape[1] - len(ref_logits)
+    errors = []
+    for k in range(min(len(ref_logits), len(logits))):
+        errors.append(float((ref_logits[k] - logits[k]).abs().max()))
+        if not torch.equal(ref_seq[:, prompt + k], seq[:, prompt + k]):
+            break
+    return errors
+
+
 def _compare(ref_seq: torch.Tensor, ref_logits: list[torch.Tensor], seq: torch.Tensor,
              logits: list[torch.Tensor]) -> dict[str, Any]:
     """Tokens identical? Logit error over the steps both runs saw the same prefix."""
     same = bool(torch.equal(ref_seq, seq))
     prompt = ref_seq.shape[1] - len(ref_logits)
-    agree = 0
-    for k in range(min(len(ref_logits), len(logits))):
-        agree = k + 1
-        if not torch.equal(ref_seq[:, prompt + k], seq[:, prompt + k]):
-            break
-    err = max((float((a - b).abs().max()) for a, b in zip(ref_logits[:agree], logits[:agree])), default=0.0)
+    errors = _step_errors(ref_seq, ref_logits, seq, logits)
+    agree, err = len(errors), max(errors, default=0.0)
     first_diff = next((k for k in range(len(ref_logits)) if not torch.equal(ref_seq[:, prompt + k], seq[:, prompt + k])),
                       None)
     return {"tokens_identical": same, "first_differing_token": first_diff, "max_abs_logit_error": err,
@@ -398,9 +408,11 @@ def run_hf(opts: HFOptions, machine: Any = None, config: Any = None,
     ids = torch.randint(0, config.get_text_config().vocab_size, (opts.batch, opts.prompt), generator=g)
 
     ref = StepRecorder(model.forward, device=False)
+    precision = opts.autocast or opts.dtype
+    ref_opts = dataclasses.replace(opts, autocast=None)
     try:
-        with _recording(model, ref):
-            ref_seq, ref_logits = greedy(model, ids, dataclasses.replace(opts, autocast=None))
+        with _recording(model, ref), recording_ties(model, DTYPES[precision]) as ties:
+            ref_seq, ref_logits = greedy(model, ids, ref_opts)
     except Exception as exc:
         raise EagerReferenceError(f"the model fails on CPU eager: {type(exc).__name__}: {exc}") from exc
 
@@ -417,8 +429,10 @@ def run_hf(opts: HFOptions, machine: Any = None, config: Any = None,
         wall = time.perf_counter() - t0
     fallbacks = sorted(set(announced))
     check = _compare(ref_seq, ref_logits, seq, logits)
-    precision = opts.autocast or opts.dtype
     atol = opts.atol if opts.atol is not None else LOGIT_ATOL[precision]
+    routing = _routing(model, ids, ref_opts, ties, (ref_seq, ref_logits), (seq, logits), atol, DTYPES[precision])
+    if routing.get("flipped"):
+        check = routing.pop("check")
     exact = precision == "fp32"
     passed = (check["max_abs_logit_error"] <= atol and not fallbacks
               and (check["tokens_identical"] or not exact) and check["steps_compared"] > 0)
@@ -440,11 +454,37 @@ def run_hf(opts: HFOptions, machine: Any = None, config: Any = None,
         "device": {k: summary[k] for k in ("graphs", "kernels_generated", "launches", "modeled_device_ns",
                                            "dram_bytes", "lx_residency")},
     }
+    if routing:
+        result["routing"] = routing
     note = FAMILIES[opts.family].note if opts.family else ""
     if note:
         result["note"] = note
     del model, compiled
     return result
+
+
+def _routing(model: Any, ids: torch.Tensor, ref_opts: HFOptions, ties: TieRecorder,
+             ref: tuple[torch.Tensor, list[torch.Tensor]], dev: tuple[torch.Tensor, list[torch.Tensor]],
+             atol: float, dtype: torch.dtype) -> dict[str, Any]:
+    """A mixture of experts' routing near-ties: when the device's logits fail
+    the check against the reference, the reference re-run with near-ties
+    resolved the other way (see :mod:`.routing`); ``check`` is the comparison
+    with the run that matched, if one did."""
+    if not ties.found:
+        return {}
+    out: dict[str, Any] = {"routers": len(ties.found), "near_ties": len(ties.ties)}
+    errors = _step_errors(*ref, *dev)
+    if all(e <= atol for e in errors) or not ties.ties or not ties.flippable:
+        return out
+    model.to("cpu")  # the device run is over: the weights return for the re-runs
+    found = resolve_ties(model, ties.ties, errors, atol, lambda: greedy(model, ids, ref_opts),
+                         lambda r: _step_errors(r[0], r[1], *dev), dtype)
+    out["error_as_first_routed"] = max(errors)
+    if found is not None:
+        (alt_seq, alt_logits), flipped = found
+        out["flipped"] = [t.describe() for t in flipped]
+        out["check"] = _compare(alt_seq, alt_logits, *dev)
+    return out
 
 
 def _counts(c: CompileCounts) -> dict[str, Any]:

@@ -30,6 +30,18 @@ def print_hf(result: dict[str, Any], console: Console | None = None) -> None:
     console.print(f"result check vs CPU eager: {ok}  tokens {same}; max abs logit error "
                   f"{result['max_abs_logit_error']:.2e} (allowed {result['atol']:.1e}) over "
                   f"{result['steps_compared']} step(s)")
+    routing = result.get("routing", {})
+    if routing.get("flipped"):
+        # a near-tie resolved the other way is a rounding difference, not an error:
+        # the check above compares with the reference routed as the device routed
+        console.print(f"  expert routing: {len(routing['flipped'])} near-tie(s) of {routing['near_ties']} went the "
+                      f"other way on the device; compared with the CPU reference routed the same way (error "
+                      f"{routing['error_as_first_routed']:.2e} against the reference as first routed):")
+        for text in routing["flipped"]:
+            console.print(f"    {text}")
+    elif "error_as_first_routed" in routing:
+        console.print(f"  expert routing: no re-run of the reference with its {routing['near_ties']} near-tie(s) "
+                      "resolved the other way matches the device")
     c = result["compile"]
     console.print(f"compiles: {c['compiles']} ({c['recompiles']} recompile(s)), graph breaks: {c['graph_breaks']}, "
                   f"host fallbacks: {len(result['fallbacks'])}")
