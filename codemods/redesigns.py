@@ -18,7 +18,24 @@ __all__ = ["REDESIGNS", "select_changes"]
 
 _I = "torch._inductor"
 
+_C = f"{_I}.config"
+
 REDESIGNS: tuple[Advisory, ...] = (
+    Advisory(
+        id="ops-handler-default", release=_r("2.7"), kind="redesign",
+        registry="the ops handler protocol (ops_handler.DefaultHandler, WrapperHandler, MockHandler, NoopHandler)",
+        base=f"{_I}.ops_handler.DefaultHandler", base_methods=("__getattr__",),
+        note="Inductor's handlers derive from DefaultHandler, which defines a method for every op that calls "
+             "self._default(name, args, kwargs); an op is found on the class, so a subclass's __getattr__ is no "
+             "longer consulted for it (DefaultHandler.__getattr__ is only reached by ops missing from the schema, "
+             "with a warning)",
+        action="move the interception from __getattr__ to _default(self, name, args, kwargs) and return "
+               "super()._default(name, args, kwargs) for ops it does not handle",
+        confirmed="2.6.0 torch/_inductor/ops_handler.py:936 class WrapperHandler(Generic[T]) forwarding in "
+                  "__getattr__ (:940); 2.7.1 same file:753 class DefaultHandler(OpsHandler[Any]) with _default "
+                  "(:754) and generated op methods (_init_cls), :770 __getattr__ warns 'undefined OpHandler', "
+                  ":1036 class WrapperHandler(DefaultHandler) forwarding in _default (:1040)",
+    ),
     Advisory(
         id="lowering-registration", release=_r("2.12"), kind="redesign",
         registry="the lowering table (lowering.lowerings, register_lowering, make_fallback)",
@@ -53,6 +70,30 @@ REDESIGNS: tuple[Advisory, ...] = (
                   "(class FxGraphHashDetails :868, compiled_fx_graph_hash :1112)",
     ),
 )
+
+
+_REDESIGNS_2_13 = (
+    Advisory(
+        id="custom-graph-pass-lists", release=_r("2.13"), kind="redesign",
+        registry="the custom FX pass hooks (config.pre_grad_custom_pass, post_grad_custom_pre_pass, "
+                 "post_grad_custom_post_pass, joint_custom_pre_pass, joint_custom_post_pass)",
+        qualnames=tuple(f"{_C}.{name}" for name in (
+            "pre_grad_custom_pass", "post_grad_custom_pre_pass", "post_grad_custom_post_pass",
+            "joint_custom_pre_pass", "joint_custom_post_pass")),
+        note="each hook takes a list or tuple of passes as well as one (get_custom_graph_passes runs them in "
+             "order, and the FX graph cache checks each is a CustomGraphPass with a uuid): a value read back may "
+             "be a list, so code that chains the previous value by calling it breaks",
+        action="append your pass to the hook's list (wrap an existing single pass into one) instead of "
+               "replacing or calling the previous value; give each a uuid() so cached graphs stay correct",
+        confirmed="2.12.1 torch/_inductor/custom_graph_pass.py:105 CustomGraphPassType = CustomGraphPass | "
+                  "Callable | None, torch/_inductor/fx_passes/post_grad.py:140 calls config.post_grad_custom_pre_pass "
+                  "directly; 2.13.0 torch/_inductor/custom_graph_pass.py:127 CustomGraphPassType adds list and "
+                  "tuple, :140 get_custom_graph_passes, torch/_inductor/fx_passes/post_grad.py:167 and "
+                  "torch/_inductor/codecache.py:1074 iterate over it",
+    ),
+)
+
+REDESIGNS = REDESIGNS + _REDESIGNS_2_13
 
 
 def select_changes(source: str | Release, target: str | Release) -> tuple[Advisory, ...]:

@@ -380,6 +380,34 @@ class TestRedesigns(UpgradeTest):
             "2.11", "2.12",
         )
 
+    def test_a_handler_intercepting_ops_in_getattr_is_flagged_one_in_default_is_not(self) -> None:
+        code = """
+            from torch._inductor.ops_handler import WrapperHandler
+
+            class Counting(WrapperHandler):
+                def __getattr__(self, name):
+                    return getattr(self._inner, name)
+
+            class Tracing(WrapperHandler):
+                def _default(self, name, args, kwargs):
+                    return super()._default(name, args, kwargs)
+            """
+        note = _advisory("ops-handler-default") + " (overridden here: __getattr__)"
+        self.check(code, code.replace("class Counting", f"{note}\n            class Counting"), "2.6", "2.7")
+        self.check(code, code, "2.7", "2.15")
+
+    def test_code_reading_a_custom_pass_hook_is_flagged_from_2_13(self) -> None:
+        code = """
+            from torch._inductor import config
+
+            def install(graph_pass):
+                previous = config.post_grad_custom_post_pass
+                config.post_grad_custom_post_pass = graph_pass
+            """
+        note = _advisory("custom-graph-pass-lists") + " (also used at +1 line from here)"
+        self.check(code, code.replace("previous = ", f"{note}\n                previous = "), "2.12", "2.13")
+        self.check(code, code, "2.13", "2.15")
+
     def test_a_redesign_applies_inside_its_window_only(self) -> None:
         assert "fx-graph-cache-key" in {r.id for r in select_changes("2.11", "2.12")}
         assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.12", "2.15")}
@@ -388,7 +416,7 @@ class TestRedesigns(UpgradeTest):
 
 def test_every_redesign_says_what_changed_what_to_do_and_where_it_was_read() -> None:
     for r in REDESIGNS:
-        assert r.kind == "redesign" and r.registry and r.note and r.action and r.qualnames
+        assert r.kind == "redesign" and r.registry and r.note and r.action and (r.qualnames or r.base)
         # each record cites the release before and the release of the change, by file:line
         before = f"{r.release.major}.{r.release.minor - 1}."
         assert before in r.confirmed and f"{r.release}." in r.confirmed and ".py:" in r.confirmed
