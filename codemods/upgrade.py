@@ -639,6 +639,8 @@ class UpgradeCommand(IndexChecks):
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
         if isinstance(self.parent(self.parent(original_node) or original_node), cst.ClassDef):
             updated_node = self.check_override(original_node, updated_node)
+        else:
+            updated_node = self.check_replacement(original_node, updated_node)
         rule = self.index.method_calls.get(original_node.name.value)
         if rule is not None and self.guard(original_node) is None:
             owner = self.parent(self.parent(original_node) or original_node)

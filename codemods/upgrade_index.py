@@ -82,8 +82,9 @@ def _decorator_names(fn: cst.FunctionDef) -> set[str]:
     return names
 
 
-def own_params(fn: cst.FunctionDef) -> list[Param]:
-    """An overriding definition's parameters, without ``self``/``cls``."""
+def own_params(fn: cst.FunctionDef, method: bool = True) -> list[Param]:
+    """An overriding definition's parameters, without ``self``/``cls`` (``method=False``:
+    a replacement for a plain function, which has none)."""
     p = fn.params
 
     def default(param: cst.Param) -> str | None:
@@ -96,7 +97,7 @@ def own_params(fn: cst.FunctionDef) -> list[Param]:
     out += [Param(x.name.value, "kwonly", default(x)) for x in p.kwonly_params]
     if p.star_kwarg is not None:
         out.append(Param(p.star_kwarg.name.value, "varkw", None))
-    if "staticmethod" not in _decorator_names(fn) and out and out[0].kind in ("posonly", "positional"):
+    if method and "staticmethod" not in _decorator_names(fn) and out and out[0].kind in ("posonly", "positional"):
         out = out[1:]
     return out
 
@@ -126,6 +127,8 @@ class IndexChecks(RewriteCommand):
         self._class_bases: list[list[str]] = []
         self._class_nodes: list[cst.ClassDef] = []
         self._confirmed: dict[int, list[str]] = {}
+        #: replacement function name -> the Inductor callable it is put in place of
+        self._replacements: dict[str, str] = {}
         adv_words = [a for a in self.advisories if a.qualnames]
         self._advisory_qual_words = frozenset(q.rpartition(".")[2] for a in adv_words for q in a.qualnames)
         self._advisory_methods: dict[str, list[tuple[str | None, Advisory]]] = {}
@@ -151,6 +154,8 @@ class IndexChecks(RewriteCommand):
             words |= a.words
         if self.to_api is None or self.from_api is None:
             return words, {}
+        self._replacements = self._find_replacements()
+        words |= set(self._replacements)
         # functions: those imported by name, or living in a module the file imports
         modules = {q for quals in bound.values() for q in quals}
         changed = self._index.changed_functions(self.from_api, self.to_api)
@@ -437,29 +442,70 @@ class IndexChecks(RewriteCommand):
         self.todo(call, SIGNATURE_RULE, f"{last}.{method}() is gone on torch {self._target} ({why}): "
                                         f"{cls.rpartition('.')[2]} has no {method}")
 
+    def _patch_lookup(self, qual: str) -> Callable[[ReleaseApi], Signature | None]:
+        owner, _, attr = qual.rpartition(".")
+        assert self.from_api is not None and self.to_api is not None
+        if self.from_api.is_class(owner) or self.to_api.is_class(owner):
+            return self._method_lookup(owner, attr)
+        return lambda view: view.function(qual)
+
+    def _patched(self, target: cst.BaseExpression, confirm: bool = True) -> str | None:
+        """The Inductor callable of the source release that ``target = f`` replaces."""
+        qual = self._from_torch(target, confirm=False)
+        if qual is None or not is_indexed(qual) or self.from_api is None:
+            return None
+        if self._patch_lookup(qual)(self.from_api) is None or (confirm and self._from_torch(target) != qual):
+            return None
+        return qual
+
+    def _find_replacements(self) -> dict[str, str]:
+        """Functions defined once in this file and put in place of one Inductor callable
+        (``lowering.make_fallback = npu_make_fallback``), found with the file's ``ast``:
+        their definitions are checked like overrides (:meth:`check_replacement`)."""
+        smap = self.source_map
+        if smap is None:
+            return {}
+        defs: dict[str, int] = {}
+        targets: dict[str, set[str]] = {}
+        for node in ast.walk(smap.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs[node.name] = defs.get(node.name, 0) + 1
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Name) \
+                    and isinstance(node.targets[0], ast.Attribute):
+                try:
+                    expr = cst.parse_expression(ast.unparse(node.targets[0]))
+                except cst.ParserSyntaxError:
+                    continue
+                qual = self._patched(expr, confirm=False)
+                if qual is not None:
+                    targets.setdefault(node.value.id, set()).add(qual)
+        return {name: next(iter(quals)) for name, quals in targets.items()
+                if len(quals) == 1 and defs.get(name) == 1}
+
     def check_patch(self, assign: cst.Assign) -> None:
         """``lowering.make_fallback = npu_make_fallback``: a vendor function put in place of
         an Inductor function or method. Inductor calls it with the target's parameters: a
-        TODO when they changed since the source release, or when the target is gone."""
+        TODO when they changed since the source release, or when the target is gone. A
+        replacement defined in this file is checked at its definition instead, unless
+        the target is gone."""
         if not self.index_active or len(assign.targets) != 1 \
                 or not isinstance(assign.value, (cst.Name, cst.Attribute)):
             return
         target = assign.targets[0].target
         if not isinstance(target, cst.Attribute):
             return
-        qual = self._from_torch(target, confirm=False)
-        if qual is None or not is_indexed(qual):
+        qual = self._patched(target)
+        if qual is None:
             return
-        assert self.from_api is not None and self.to_api is not None
+        assert self.to_api is not None
+        lookup = self._patch_lookup(qual)
         owner, _, attr = qual.rpartition(".")
-        lookup = self._method_lookup(owner, attr) if self.from_api.is_class(owner) or self.to_api.is_class(owner) \
-            else (lambda view: view.function(qual))
-        if lookup(self.from_api) is None or self._from_torch(target) != qual:
-            return  # not a callable Inductor had on the source release
         short = f"{owner.rpartition('.')[2]}.{attr}"
         if lookup(self.to_api) is None:
             message = f"patches {short}, which is gone on torch {self._target}: Inductor no longer calls it"
         else:
+            if isinstance(assign.value, cst.Name) and self._replacements.get(assign.value.value) == qual:
+                return  # checked where it is defined
             pair = self._signature_pair(("patch", qual), lookup)
             if pair is None:
                 return
@@ -470,6 +516,23 @@ class IndexChecks(RewriteCommand):
             self.skipped(assign, SIGNATURE_RULE, f"patch of {short}", guard)
             return
         self.todo(assign, SIGNATURE_RULE, message)
+
+    def check_replacement(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        """A function this file puts in place of an Inductor callable whose parameters
+        changed: add the optional parameters it lacks, as for an override, TODO for the
+        rest (what the new parameters mean is the vendor's to decide)."""
+        qual = self._replacements.get(original.name.value)
+        if qual is None or self.to_api is None:
+            return updated
+        lookup = self._patch_lookup(qual)
+        new = lookup(self.to_api)
+        pair = self._signature_pair(("patch", qual), lookup)
+        if new is None or pair is None or self.guard(original) is not None:
+            return updated
+        owner, _, attr = qual.rpartition(".")
+        where = f"{owner.rpartition('.')[2]}.{attr}"
+        return self._fit_signature(original, updated, new, pair[0], where, f"replaces {where} on torch ",
+                                   method=self.from_api is not None and self.from_api.is_class(owner))
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
         """Qualified names of the class's bases that the index knows as classes."""
@@ -502,31 +565,39 @@ class IndexChecks(RewriteCommand):
                     return updated
                 continue
             owner, target_sig = hit
-            old_sig = old_hit[1] if old_hit else None
-            plan = plan_override(own_params(original), target_sig, old_sig)
-            addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
-            problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
-                                        if p not in addable]
-            where = f"{owner.rpartition('.')[2]}.{name}"
-            # the parameters added now, and those an earlier run's note says it added
-            added = {p.name for p in addable} | self._noted_unused(original, f"override of {where} on torch ")
-            unused = self._unused_new_params(original, [*own_params(original), *addable], target_sig, old_sig,
-                                             added)
-            if not addable and not problems and not unused:
-                return updated
             if self.guard(original) is not None or base not in self._confirmed_bases():
                 return updated
-            if addable:
-                updated = add_params(updated, addable, self.line_limit, self.def_column(original))
-                self.record(original, SIGNATURE_RULE, "rewrite",
-                            f"{name}: added {', '.join(map(str, addable))} (as {where} on {self._target})")
-            if unused:
-                # worded from the result, not the edit: a re-run says the same
-                problems.append(f"not used yet: {', '.join(unused)}")
-            self.todo(original, SIGNATURE_RULE,
-                      f"override of {where} on torch {self._target}: {'; '.join(problems)}; "
-                      f"base is {target_sig.render(name)}")
+            where = f"{owner.rpartition('.')[2]}.{name}"
+            return self._fit_signature(original, updated, target_sig, old_hit[1] if old_hit else None, where,
+                                       f"override of {where} on torch ")
+        return updated
+
+    def _fit_signature(self, original: cst.FunctionDef, updated: cst.FunctionDef, target_sig: Signature,
+                       old_sig: Signature | None, where: str, subject: str, method: bool = True) -> cst.FunctionDef:
+        """Bring a definition Inductor calls as ``where`` to ``target_sig``: optional
+        parameters it lacks are added (literal defaults only); a TODO (``subject`` ...)
+        lists the rest and the new parameters the body does not read yet."""
+        name = original.name.value
+        own = own_params(original, method)
+        plan = plan_override(own, target_sig, old_sig)
+        addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
+        problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
+                                    if p not in addable]
+        # the parameters added now, and those an earlier run's note says it added
+        added = {p.name for p in addable} | self._noted_unused(original, subject)
+        unused = self._unused_new_params(original, [*own, *addable], target_sig, old_sig, added)
+        if not addable and not problems and not unused:
             return updated
+        if addable:
+            updated = add_params(updated, addable, self.line_limit, self.def_column(original))
+            self.record(original, SIGNATURE_RULE, "rewrite",
+                        f"{name}: added {', '.join(map(str, addable))} (as {where} on {self._target})")
+        if unused:
+            # worded from the result, not the edit: a re-run says the same
+            problems.append(f"not used yet: {', '.join(unused)}")
+        role = "base" if subject.startswith("override") else "Inductor's"
+        expected = target_sig.render(where.rpartition(".")[2])
+        self.todo(original, SIGNATURE_RULE, f"{subject}{self._target}: {'; '.join(problems)}; {role} is {expected}")
         return updated
 
     def _on_target(self, cls: str) -> str:

@@ -253,6 +253,45 @@ class TestSignatures(UpgradeTest):
             "2.11", "2.12", package="vendor",
         )
 
+    def test_a_replacement_defined_in_the_file_gets_the_new_parameters_at_its_definition(self) -> None:
+        # make_fallback gained get_decomp_fn (2.12), BaseView.mark_reuse graph_reuse (2.13); the
+        # maintainers of a real NPU backend added both to their replacements, as an override would
+        self.check(
+            """
+            from torch._inductor import ir
+            from torch._inductor import lowering as inductor_lowering
+
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                return op
+
+            def patch():
+                def mark_reuse(self, users):
+                    self.data.mark_reuse(users)
+
+                inductor_lowering.make_fallback = npu_make_fallback
+                ir.BaseView.mark_reuse = mark_reuse
+            """,
+            f"""
+            from torch._inductor import ir
+            from torch._inductor import lowering as inductor_lowering
+
+            {T}replaces lowering.make_fallback on torch 2.13: not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+            def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False,
+                                  get_decomp_fn=None):
+                return op
+
+            def patch():
+                {T}replaces BaseView.mark_reuse on torch 2.13: not used yet: graph_reuse=True; Inductor's is mark_reuse(self, users, *, graph_reuse=True)
+                def mark_reuse(self, users, *, graph_reuse=True):
+                    self.data.mark_reuse(users)
+
+                {_advisory("lowering-registration")}
+                inductor_lowering.make_fallback = npu_make_fallback
+                ir.BaseView.mark_reuse = mark_reuse
+            """,
+            "2.11", "2.13", package="vendor",
+        )
+
     def test_a_base_that_moved_keeps_its_methods(self) -> None:
         # template_heuristics became heuristics.template (2.14); should_run did not go
         result = UpgradeCommand(CodemodContext(), "2.13", "2.15").transform_module(cst.parse_module(
