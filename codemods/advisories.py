@@ -9,7 +9,9 @@ A use site is any of: a reference to one of ``qualnames`` (through imports and
 aliases); ``<receiver>.<method>`` for a pair in ``methods`` (``None``: any receiver);
 a class deriving from ``base`` (on the target release, through the API index) or,
 when ``base_methods`` is set, such a class when it overrides one of those methods
-(one TODO on the class, naming them).
+(one TODO on the class, naming them); with ``config_default``, an assignment to an
+Inductor config option (where a backend sets its defaults, and where the new
+option's value belongs) in a file that does not mention that option.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ class Advisory:
     methods: tuple[tuple[str | None, str], ...] = ()
     base: str | None = None
     base_methods: tuple[str, ...] = ()
+    #: a config option whose new default changes behaviour: assignments to other
+    #: ``torch._inductor.config`` options (where a backend sets its defaults) are sites
+    #: too, in a file that does not mention this one
+    config_default: str = ""
     #: "redesign" (see :mod:`spyre_codemods.redesigns`): ``registry`` names what was
     #: redesigned and ``action`` what to do about it
     kind: str = "advisory"
@@ -73,7 +79,7 @@ ADVISORIES: tuple[Advisory, ...] = (
                   "2.7.1 torch/_inductor/ops_handler.py:75 raise NotImplementedError",
     ),
     Advisory(
-        id="graph-partition-default", release=_r("2.9"),
+        id="graph-partition-default", release=_r("2.9"), config_default="graph_partition",
         qualnames=(f"{_I}.codegen.common.register_backend_for_device",),
         note="config.graph_partition is on by default: the wrapper codegen registered here receives "
              "partitioned graphs; check the wrapper handles partitions, or set graph_partition=False "
@@ -111,7 +117,7 @@ ADVISORIES: tuple[Advisory, ...] = (
                   "select_decomp_table) (2.11.0 has no get_decomp_fn); 2.12.1 torch/_inductor/decomposition.py:964",
     ),
     Advisory(
-        id="loop-reindexing-fusion", release=_r("2.13"),
+        id="loop-reindexing-fusion", release=_r("2.13"), config_default="loop_reindexing_after_fusion",
         base=f"{_I}.scheduler.BaseScheduling",
         base_methods=("codegen_node", "can_fuse_vertical", "can_fuse_horizontal", "fuse", "group_fn"),
         note="loop reordering/reindexing after fusion (config.loop_reindexing_after_fusion, on by default) "

@@ -148,6 +148,8 @@ def advisories_markdown() -> str:
         if a.base is not None:
             sites.append(f"subclasses of `{a.base}`" + (f" overriding {', '.join(f'`{m}`' for m in a.base_methods)}"
                                                         if a.base_methods else ""))
+        if a.config_default:
+            sites.append(f"Inductor config assignments in a file not mentioning `{a.config_default}`")
         cells = [f"`{a.id}`", str(a.release), ", ".join(sites), a.note, a.confirmed]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from .releases import parse_release as _r
 __all__ = ["REDESIGNS", "select_changes"]
 
 _I = "torch._inductor"
+_D = "torch._dynamo"
 
 _C = f"{_I}.config"
 
@@ -72,7 +73,27 @@ REDESIGNS: tuple[Advisory, ...] = (
 )
 
 
+_B = f"{_I}.runtime.benchmarking"
+
 _REDESIGNS_2_13 = (
+    Advisory(
+        id="gpu-benchmark-device-types", release=_r("2.13"), kind="redesign",
+        registry="Inductor's GPU benchmarker (runtime.benchmarking: benchmarker, InductorBenchmarker, "
+                 "GPU_BENCHMARK_DEVICE_TYPES)",
+        qualnames=(f"{_D}.device_interface.register_interface_for_device", f"{_B}.benchmarker",
+                   f"{_B}.Benchmarker", f"{_B}.TritonBenchmarker", f"{_B}.InductorBenchmarker",
+                   f"{_B}.register_benchmarker"),
+        note="benchmark_gpu, its timing events and the L2 cache size go through the DeviceInterface of the "
+             "benchmarked device type, by default the one available among runtime.benchmarking."
+             "GPU_BENCHMARK_DEVICE_TYPES ('cuda', 'xpu', 'mtia'); 2.12 timed with torch.cuda only",
+        action="add the device type to GPU_BENCHMARK_DEVICE_TYPES where the device interface is registered, "
+               "so autotuning times this device and not CUDA; patches that made the CUDA-only benchmarker time "
+               "the device are no longer needed",
+        confirmed="2.12.1 torch/_inductor/runtime/benchmarking.py:398 class InductorBenchmarker, :402 "
+                  "torch.cuda.current_device(), :412 torch.cuda.Event; 2.13.0 same file:22 "
+                  "GPU_BENCHMARK_DEVICE_TYPES = ('cuda', 'xpu', 'mtia'), :32 _get_default_gpu_device_type, :553 "
+                  "get_interface_for_device(device_type) in InductorBenchmarker.get_device_cache_size",
+    ),
     Advisory(
         id="custom-graph-pass-lists", release=_r("2.13"), kind="redesign",
         registry="the custom FX pass hooks (config.pre_grad_custom_pass, post_grad_custom_pre_pass, "

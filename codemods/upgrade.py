@@ -634,6 +634,7 @@ class UpgradeCommand(IndexChecks):
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         self.check_patch(original_node)
+        self.advise_config(original_node)
         return updated_node
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:

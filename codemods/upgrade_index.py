@@ -102,6 +102,9 @@ def own_params(fn: cst.FunctionDef, method: bool = True) -> list[Param]:
     return out
 
 
+_CONFIG = "torch._inductor.config"
+
+
 class IndexChecks(RewriteCommand):
     """Helpers for the index-driven parts of the upgrade (see the module docstring)."""
 
@@ -129,6 +132,7 @@ class IndexChecks(RewriteCommand):
         self._confirmed: dict[int, list[str]] = {}
         #: replacement function name -> the Inductor callable it is put in place of
         self._replacements: dict[str, str] = {}
+        self._config_advisories: tuple[Advisory, ...] = ()
         adv_words = [a for a in self.advisories if a.qualnames]
         self._advisory_qual_words = frozenset(q.rpartition(".")[2] for a in adv_words for q in a.qualnames)
         self._advisory_methods: dict[str, list[tuple[str | None, Advisory]]] = {}
@@ -156,6 +160,9 @@ class IndexChecks(RewriteCommand):
             return words, {}
         self._replacements = self._find_replacements()
         words |= set(self._replacements)
+        self._config_advisories = self._find_config_advisories()
+        if self._config_advisories:
+            words |= {"config"} | {local for local, quals in bound.items() if _CONFIG in quals}
         # functions: those imported by name, or living in a module the file imports
         modules = {q for quals in bound.values() for q in quals}
         changed = self._index.changed_functions(self.from_api, self.to_api)
@@ -695,9 +702,49 @@ class IndexChecks(RewriteCommand):
             return True
         return info is not None and depth < 20 and any(self._inherits(b, base, depth + 1) for b in info[0])
 
+    def _find_config_advisories(self) -> tuple[Advisory, ...]:
+        """Advisories about a config default that this file's config settings may need
+        (those whose option the file does not mention already)."""
+        wanted = [a for a in self.advisories if a.config_default]
+        smap = self.source_map
+        if not wanted or smap is None:
+            return ()
+        # in code, not comments: this tool's own notes name the option
+        named: set[str] = set()
+        for node in ast.walk(smap.tree):
+            if isinstance(node, ast.Attribute):
+                named.add(node.attr)
+            elif isinstance(node, ast.keyword) and node.arg:
+                named.add(node.arg)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named.add(node.value)
+        return tuple(a for a in wanted if a.config_default not in named)
+
+    def advise_config(self, assign: cst.Assign) -> None:
+        """``config.allow_buffer_reuse = False``: the backend sets Inductor's config here,
+        where a new default that changes behaviour may need a value of its own."""
+        if not self._config_advisories or len(assign.targets) != 1 or not _literal_value(assign.value):
+            return  # a value, not a hook being installed
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Attribute):
+            return
+        guess = self._from_torch(target, confirm=False)
+        if guess is None or not guess.startswith(_CONFIG + ".") or self._from_torch(target) != guess:
+            return
+        for advisory in self._config_advisories:
+            self._advise(assign, advisory, " (Inductor config is set here)")
+
     def _advise(self, node: cst.CSTNode, advisory: Advisory, detail: str = "") -> None:
         if self.guard(node) is None:
             self.group_todo(node, advisory.id, advisory.message + detail)
+
+
+def _literal_value(node: cst.BaseExpression) -> bool:
+    """A constant setting: a number, string, True/False/None (possibly negated)."""
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
 class _NameCollector(cst.CSTVisitor):

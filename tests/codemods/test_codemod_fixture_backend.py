@@ -106,7 +106,7 @@ def test_npu_style_fixture_upgrades_to_the_hand_written_2_15_output(tmp_path: Pa
     assert result.status == "changed", result.error
     assert path.read_text(encoding="utf-8") == (
         FIXTURES / "npu_style_backend.expected_2_15.py.txt").read_text(encoding="utf-8")
-    assert result.notes == 8 and sum(1 for f in result.findings if f.kind in ("todo", "advisory")) == 12
+    assert result.notes == 9 and sum(1 for f in result.findings if f.kind in ("todo", "advisory")) == 14
     assert process_file(path, Job("upgrade", "2.6", "2.15", mode="check")).status == "unchanged"
 
 

@@ -391,6 +391,29 @@ def test_vendor_fixture_tree_upgrades_with_every_import_resolved_or_flagged(tmp_
     assert not again.changed and not again.errors
 
 
+class TestConfigDefaults(UpgradeTest):
+    CONFIG = """
+        from torch._inductor import config
+
+        config.allow_buffer_reuse = False
+        config.triton.unique_kernel_names = True
+
+        def configure(verbose):
+            config.debug = verbose
+        """
+
+    def test_a_new_default_is_noted_where_the_backend_sets_inductor_config(self) -> None:
+        note = _advisory("loop-reindexing-fusion") + " (Inductor config is set here) (also used at +1 line from here)"
+        # settings of constants are sites (one note for the module); a value passed in is not
+        after = self.CONFIG.replace("        config.allow_buffer_reuse", f"        {note}\n        config.allow_buffer_reuse")
+        self.check(self.CONFIG, after, "2.12", "2.13")
+
+    def test_a_backend_that_sets_the_new_option_already_gets_no_note(self) -> None:
+        code = self.CONFIG.replace("config.allow_buffer_reuse = False",
+                                   "config.allow_buffer_reuse = False\n        config.loop_reindexing_after_fusion = False")
+        self.check(code, code, "2.12", "2.13")
+
+
 class TestRedesigns(UpgradeTest):
     def test_a_copy_of_make_fallback_is_flagged_where_it_reads_the_tables(self) -> None:
         lowering = _advisory("lowering-registration")
@@ -446,6 +469,17 @@ class TestRedesigns(UpgradeTest):
         note = _advisory("custom-graph-pass-lists") + " (also used at +1 line from here)"
         self.check(code, code.replace("previous = ", f"{note}\n                previous = "), "2.12", "2.13")
         self.check(code, code, "2.13", "2.15")
+
+    def test_registering_a_device_interface_is_flagged_for_the_benchmarker_from_2_13(self) -> None:
+        code = """
+            from torch._dynamo.device_interface import register_interface_for_device
+
+            register_interface_for_device("npu", NpuInterface)
+            """
+        note = _advisory("gpu-benchmark-device-types")
+        self.check(code, code.replace("register_interface_for_device(\"npu\"", f"{note}\n            "
+                                      "register_interface_for_device(\"npu\""), "2.12", "2.13")
+        self.check(code, code, "2.13", "2.14")
 
     def test_a_redesign_applies_inside_its_window_only(self) -> None:
         assert "fx-graph-cache-key" in {r.id for r in select_changes("2.11", "2.12")}
