@@ -80,13 +80,15 @@ _REDESIGNS_2_13 = (
         id="gpu-benchmark-device-types", release=_r("2.13"), kind="redesign",
         registry="Inductor's GPU benchmarker (runtime.benchmarking: benchmarker, InductorBenchmarker, "
                  "GPU_BENCHMARK_DEVICE_TYPES)",
-        qualnames=(f"{_D}.device_interface.register_interface_for_device", f"{_B}.benchmarker",
+        qualnames=(f"{_D}.device_interface.register_interface_for_device",
+                   f"{_I}.codegen.common.register_backend_for_device", f"{_B}.benchmarker",
                    f"{_B}.Benchmarker", f"{_B}.TritonBenchmarker", f"{_B}.InductorBenchmarker",
                    f"{_B}.register_benchmarker"),
         note="benchmark_gpu, its timing events and the L2 cache size go through the DeviceInterface of the "
              "benchmarked device type, by default the one available among runtime.benchmarking."
              "GPU_BENCHMARK_DEVICE_TYPES ('cuda', 'xpu', 'mtia'); 2.12 timed with torch.cuda only",
-        action="add the device type to GPU_BENCHMARK_DEVICE_TYPES where the device interface is registered, "
+        action="add the device type to GPU_BENCHMARK_DEVICE_TYPES where the device and its interface are "
+               "registered, "
                "so autotuning times this device and not CUDA; patches that made the CUDA-only benchmarker time "
                "the device are no longer needed",
         confirmed="2.12.1 torch/_inductor/runtime/benchmarking.py:398 class InductorBenchmarker, :402 "

@@ -171,6 +171,14 @@ def plan_override(own: Sequence[Param], base: Signature, base_old: Signature | N
         return plan  # *args/**kwargs on either side: nothing can be checked
     own_pos = [p for p in own if p.kind in _POSITIONAL]
     own_names = set(_names(own))
+    base_pos_names = [p.name for p in target if p.kind in _POSITIONAL]
+    shifted = [p.name for i, p in enumerate(own_pos)
+               if p.name in base_pos_names and base_pos_names.index(p.name) != i]
+    if shifted:
+        # the override's positional parameters are not the base's in the same places: a
+        # parameter added at the end would not line up either; only a human can say
+        plan.problems.append(f"parameter(s) {', '.join(shifted)} not in the base's position(s)")
+        return plan
     renamed = compare(base_old, base).renamed if base_old is not None else {}
     for old, new in renamed.items():
         if old in own_names and new not in own_names:

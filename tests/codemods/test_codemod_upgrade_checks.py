@@ -292,6 +292,21 @@ class TestSignatures(UpgradeTest):
             "2.11", "2.13", package="vendor",
         )
 
+    def test_an_override_whose_parameters_do_not_line_up_gets_a_note_not_more_parameters(self) -> None:
+        # the base is call_kernel(self, name, node=None, deallocate_ws=True): the vendor's `name`
+        # sits where the base has node, so appending node= would not make it compatible
+        code = """
+            from torch._inductor.codegen.simd import SIMDKernel
+
+            class MlirKernel(SIMDKernel):
+                def call_kernel(self, call_args, name):
+                    pass
+            """
+        note = (f"{T}override of SIMDKernel.call_kernel on torch 2.10: parameter(s) name not in the base's "
+                "position(s); base is call_kernel(self, name, node=None, deallocate_ws=True)")
+        self.check(code, code.replace("    def call_kernel", f"    {note}\n                def call_kernel"),
+                   "2.9", "2.10")
+
     def test_a_base_that_moved_keeps_its_methods(self) -> None:
         # template_heuristics became heuristics.template (2.14); should_run did not go
         result = UpgradeCommand(CodemodContext(), "2.13", "2.15").transform_module(cst.parse_module(
