@@ -130,8 +130,8 @@ class IndexChecks(RewriteCommand):
         self._class_bases: list[list[str]] = []
         self._class_nodes: list[cst.ClassDef] = []
         self._confirmed: dict[int, list[str]] = {}
-        #: replacement function name -> the Inductor callable it is put in place of
-        self._replacements: dict[str, str] = {}
+        #: replacement function name -> (the Inductor callable it stands for, "replaces"/"copies")
+        self._replacements: dict[str, tuple[str, str]] = {}
         self._config_advisories: tuple[Advisory, ...] = ()
         adv_words = [a for a in self.advisories if a.qualnames]
         self._advisory_qual_words = frozenset(q.rpartition(".")[2] for a in adv_words for q in a.qualnames)
@@ -465,10 +465,13 @@ class IndexChecks(RewriteCommand):
             return None
         return qual
 
-    def _find_replacements(self) -> dict[str, str]:
-        """Functions defined once in this file and put in place of one Inductor callable
-        (``lowering.make_fallback = npu_make_fallback``), found with the file's ``ast``:
-        their definitions are checked like overrides (:meth:`check_replacement`)."""
+    def _find_replacements(self) -> dict[str, tuple[str, str]]:
+        """Functions defined once in this file that Inductor calls in place of its own:
+        put in place of one Inductor callable (``lowering.make_fallback =
+        npu_make_fallback``), or a module-level copy of an Inductor function whose
+        parameters changed (same name, the source release's parameters exactly, at least
+        two). Found with the file's ``ast``; name -> (callable, how). Their definitions are
+        checked like overrides (:meth:`check_replacement`)."""
         smap = self.source_map
         if smap is None:
             return {}
@@ -486,8 +489,30 @@ class IndexChecks(RewriteCommand):
                 qual = self._patched(expr, confirm=False)
                 if qual is not None:
                     targets.setdefault(node.value.id, set()).add(qual)
-        return {name: next(iter(quals)) for name, quals in targets.items()
-                if len(quals) == 1 and defs.get(name) == 1}
+        found = {name: (next(iter(quals)), "replaces") for name, quals in targets.items()
+                 if len(quals) == 1 and defs.get(name) == 1}
+        for name, qual in self._copies(smap.tree, defs).items():
+            found.setdefault(name, (qual, "copies"))
+        return found
+
+    def _copies(self, tree: ast.Module, defs: dict[str, int]) -> dict[str, str]:
+        """Module-level functions that copy an Inductor function whose parameters changed
+        between the releases: the name and the source release's parameters match exactly,
+        in one Inductor module only."""
+        assert self.from_api is not None and self.to_api is not None
+        changed = self._index.changed_functions(self.from_api, self.to_api)
+        out: dict[str, str] = {}
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef) or node.name not in changed or defs.get(node.name) != 1:
+                continue
+            own = _ast_params(node.args)
+            if len(own) < 2:
+                continue  # too little to tell a copy from a namesake
+            homes = [m for m in changed[node.name]
+                     if (sig := self.from_api.function(f"{m}.{node.name}")) is not None and sig.params == own]
+            if len(homes) == 1:
+                out[node.name] = f"{homes[0]}.{node.name}"
+        return out
 
     def check_patch(self, assign: cst.Assign) -> None:
         """``lowering.make_fallback = npu_make_fallback``: a vendor function put in place of
@@ -511,7 +536,7 @@ class IndexChecks(RewriteCommand):
         if lookup(self.to_api) is None:
             message = f"patches {short}, which is gone on torch {self._target}: Inductor no longer calls it"
         else:
-            if isinstance(assign.value, cst.Name) and self._replacements.get(assign.value.value) == qual:
+            if isinstance(assign.value, cst.Name) and self._replacements.get(assign.value.value, ("",))[0] == qual:
                 return  # checked where it is defined
             pair = self._signature_pair(("patch", qual), lookup)
             if pair is None:
@@ -528,9 +553,10 @@ class IndexChecks(RewriteCommand):
         """A function this file puts in place of an Inductor callable whose parameters
         changed: add the optional parameters it lacks, as for an override, TODO for the
         rest (what the new parameters mean is the vendor's to decide)."""
-        qual = self._replacements.get(original.name.value)
-        if qual is None or self.to_api is None:
+        found = self._replacements.get(original.name.value)
+        if found is None or self.to_api is None:
             return updated
+        qual, how = found
         lookup = self._patch_lookup(qual)
         new = lookup(self.to_api)
         pair = self._signature_pair(("patch", qual), lookup)
@@ -538,7 +564,7 @@ class IndexChecks(RewriteCommand):
             return updated
         owner, _, attr = qual.rpartition(".")
         where = f"{owner.rpartition('.')[2]}.{attr}"
-        return self._fit_signature(original, updated, new, pair[0], where, f"replaces {where} on torch ",
+        return self._fit_signature(original, updated, new, pair[0], where, f"{how} {where} on torch ",
                                    method=self.from_api is not None and self.from_api.is_class(owner))
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
@@ -737,6 +763,21 @@ class IndexChecks(RewriteCommand):
     def _advise(self, node: cst.CSTNode, advisory: Advisory, detail: str = "") -> None:
         if self.guard(node) is None:
             self.group_todo(node, advisory.id, advisory.message + detail)
+
+
+def _ast_params(args: ast.arguments) -> tuple[Param, ...]:
+    """A definition's parameters as the index records them (defaults as source text)."""
+    positional = [*args.posonlyargs, *args.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out = [Param(a.arg, "posonly" if i < len(args.posonlyargs) else "positional",
+                 None if d is None else ast.unparse(d)) for i, (a, d) in enumerate(zip(positional, defaults))]
+    if args.vararg is not None:
+        out.append(Param(args.vararg.arg, "varargs", None))
+    out += [Param(a.arg, "kwonly", None if d is None else ast.unparse(d))
+            for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg is not None:
+        out.append(Param(args.kwarg.arg, "varkw", None))
+    return tuple(out)
 
 
 def _literal_value(node: cst.BaseExpression) -> bool:

@@ -292,6 +292,36 @@ class TestSignatures(UpgradeTest):
             "2.11", "2.13", package="vendor",
         )
 
+    def test_a_module_level_copy_of_a_changed_inductor_function_is_fitted_like_a_replacement(self) -> None:
+        # a vendored lowering.py keeps its own make_fallback (the 2.11 parameters exactly);
+        # a namesake with other parameters is not a copy
+        self.check(
+            """
+            from torch._inductor import ir
+
+            def make_fallback(op, layout_constraint=None, warn=True, override_decomp=False):
+                return op
+
+            def ceildiv(a, b):
+                return -(a // -b)
+            """,
+            f"""
+            from torch._inductor import ir
+
+            {T}copies lowering.make_fallback on torch 2.12: not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+            def make_fallback(op, layout_constraint=None, warn=True, override_decomp=False,
+                              get_decomp_fn=None):
+                return op
+
+            def ceildiv(a, b):
+                return -(a // -b)
+            """,
+            "2.11", "2.12",
+        )
+        # ceildiv(numer, denom) became ceildiv(number, denom) in 2.8: a namesake is left alone
+        namesake = "from torch._inductor import ir\n\ndef ceildiv(a, b):\n    return -(a // -b)\n"
+        self.check(namesake, namesake, "2.7", "2.8")
+
     def test_an_override_whose_parameters_do_not_line_up_gets_a_note_not_more_parameters(self) -> None:
         # the base is call_kernel(self, name, node=None, deallocate_ws=True): the vendor's `name`
         # sits where the base has node, so appending node= would not make it compatible
