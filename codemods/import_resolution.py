@@ -33,6 +33,9 @@ class ImportVerdict:
     module: str | None
     name: str | None
     message: str
+    #: the class (qualified) whose classmethod/staticmethod the function became: the
+    #: import takes the class and uses become ``Class.name``
+    method_of: str | None = None
 
     @property
     def moves(self) -> bool:
@@ -94,10 +97,31 @@ class ImportResolver:
         homes = [h for h in to.homes(name) if kind == "?" or _kind(to.names(h).get(name)) == kind]
         if len(homes) == 1:
             return ImportVerdict(homes[0], name, f"{where} -> {homes[0]}.{name} (its only home on torch {self.target})")
+        home = origin[0] if origin is not None and origin[1] == name else module
+        owner = self._became_method(home, name) if kind == "function" else None
+        if owner is not None:
+            return ImportVerdict(None, None, f"{where}{self._removed(module, name)} is now the class's own method "
+                                             f"{home}.{owner}.{name}: {owner} is imported, calls become "
+                                             f"{owner}.{name}(...)", method_of=f"{home}.{owner}")
         candidates = self._candidates(module, name, homes)
         hint = f"; closest: {', '.join(candidates)}" if candidates else "; no candidate in the index"
         return ImportVerdict(None, None, f"{name} cannot be imported from {module} on torch {self.target}"
                                          f"{self._removed(module, name)}{hint}")
+
+    def _became_method(self, module: str, name: str) -> str | None:
+        """The one class defined in ``module`` on the target whose own classmethod or
+        staticmethod ``name`` is (``gen_common_triton_imports`` -> ``TritonKernel``, 2.11)."""
+        assert self.to is not None
+        if not self.to.has_module(module):
+            return None
+        owners = []
+        for cls, entry in self.to.names(module).items():
+            if not entry.startswith("c"):
+                continue
+            hit = self.to.method(f"{module}.{cls}", name)
+            if hit is not None and hit[0] == f"{module}.{cls}" and hit[1].kind in ("c", "s"):
+                owners.append(cls)
+        return owners[0] if len(owners) == 1 else None
 
     @property
     def frm_name(self) -> str:

@@ -14,7 +14,8 @@ import libcst as cst
 
 from .names import dotted, import_from_module, module_reference
 
-__all__ = ["AliasTarget", "imported_locals", "iter_import_statements", "split_import_from", "statement_lines"]
+__all__ = ["AliasTarget", "dedupe_aliases", "imported_locals", "iter_import_statements", "split_import_from",
+           "statement_lines"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,24 @@ def _fix_commas(
     if aliases:
         aliases[-1] = aliases[-1].with_changes(comma=trailing if trailing is not None else cst.MaybeSentinel.DEFAULT)
     return aliases
+
+
+def dedupe_aliases(node: cst.ImportFrom) -> cst.ImportFrom:
+    """``node`` without a repeated name (a rewrite may import one that is already there)."""
+    if isinstance(node.names, cst.ImportStar):
+        return node
+    seen: set[tuple[str, str | None]] = set()
+    kept = []
+    for alias in node.names:
+        key = (cst.Module(body=[]).code_for_node(alias.name),
+               alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None)
+        if key not in seen:
+            seen.add(key)
+            kept.append(alias)
+    if len(kept) == len(node.names):
+        return node
+    trailing = node.names[-1].comma if node.lpar is not None else None
+    return node.with_changes(names=_fix_commas(kept, trailing))
 
 
 def split_import_from(

@@ -328,9 +328,12 @@ class UpgradeCommand(IndexChecks):
         return tree
 
     # ---- uses of renamed symbols ----------------------------------------------
-    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if not self.in_import:
             self.advise_name(original_node)
+            as_method = self.method_use(original_node)
+            if as_method is not None:
+                return as_method
         if self.in_import or original_node.value not in self._name_words or original_node.value not in self._involved:
             return updated_node
         qualname, res = self._resolve_use(original_node)

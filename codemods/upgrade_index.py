@@ -18,7 +18,7 @@ from .advisories import Advisory
 from .api_index import ApiIndex, Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
-from .imports import AliasTarget, split_import_from
+from .imports import AliasTarget, dedupe_aliases, split_import_from
 from .names import absolutize, dotted, import_from_module
 from .notes import read_notes
 from .params_edit import NO_SPACE, add_params
@@ -133,6 +133,9 @@ class IndexChecks(RewriteCommand):
         #: replacement function name -> (the Inductor callable it stands for, "replaces"/"copies")
         self._replacements: dict[str, tuple[str, str]] = {}
         self._config_advisories: tuple[Advisory, ...] = ()
+        #: imported local -> (its qualname on the source, class, method) for a function that
+        #: became a class's own method
+        self._as_method: dict[str, tuple[str, str, str]] = {}
         adv_words = [a for a in self.advisories if a.qualnames]
         self._advisory_qual_words = frozenset(q.rpartition(".")[2] for a in adv_words for q in a.qualnames)
         self._advisory_methods: dict[str, list[tuple[str | None, Advisory]]] = {}
@@ -160,6 +163,13 @@ class IndexChecks(RewriteCommand):
             return words, {}
         self._replacements = self._find_replacements()
         words |= set(self._replacements)
+        if self.resolver.active:  # imported functions that became a class's method: their uses change
+            for local, quals in bound.items():
+                for q in quals:
+                    module, _, name = q.rpartition(".")
+                    verdict = self.resolver.check(module, name) if is_indexed(module) else None
+                    if verdict is not None and verdict.method_of is not None:
+                        words.add(local)
         self._config_advisories = self._find_config_advisories()
         if self._config_advisories:
             words |= {"config"} | {local for local, quals in bound.items() if _CONFIG in quals}
@@ -279,6 +289,12 @@ class IndexChecks(RewriteCommand):
             verdict = self.resolver.check(module, name)
             if verdict is None:
                 targets.append(None)
+            elif verdict.method_of is not None:
+                owner_module, _, owner = verdict.method_of.rpartition(".")
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                self._as_method[local] = (f"{module}.{name}", owner, name)
+                targets.append(AliasTarget(owner_module, owner, None))
+                self.record(original, IMPORTS_RULE, "rewrite", verdict.message)
             elif verdict.moves:
                 assert verdict.module is not None and verdict.name is not None
                 local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
@@ -289,7 +305,22 @@ class IndexChecks(RewriteCommand):
                 self.todo(original, IMPORTS_RULE, verdict.message)
         if not any(targets):
             return None
-        return split_import_from(node, module, targets, self.package)
+        stay, new = split_import_from(node, module, targets, self.package)
+        return (dedupe_aliases(stay) if stay is not None else None), [dedupe_aliases(n) for n in new]
+
+    def method_use(self, node: cst.Name) -> cst.BaseExpression | None:
+        """A use of a function imported under a name that became a class's own method
+        (see :meth:`ImportResolver.check`): ``Class.name``."""
+        found = self._as_method.get(node.value)
+        if found is None:
+            return None
+        parent = self.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            return None  # `obj.name`: an attribute of something else
+        if self.imported_qualname(node) != found[0] or self.guard(node) is not None:
+            return None
+        self.record(node, IMPORTS_RULE, "rewrite", f"{node.value} -> {found[1]}.{found[2]}")
+        return cst.Attribute(value=cst.Name(found[1]), attr=cst.Name(found[2]))
 
     def guarded_import(self, stmt: cst.Import | cst.ImportFrom, guard: str) -> None:
         """An import inside a compat block is left alone; if it does not resolve on the

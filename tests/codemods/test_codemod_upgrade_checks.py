@@ -76,6 +76,32 @@ class UpgradeTest(CodemodTest):
 
 
 class TestImports(UpgradeTest):
+    def test_a_function_that_became_a_class_method_is_called_through_the_class(self) -> None:
+        # gen_common_triton_imports became TritonKernel's classmethod in 2.11 (also through the
+        # re-export in select_algorithm); an attribute of the same name is someone else's
+        self.check(
+            """
+            from torch._inductor.codegen.triton import TritonKernel, gen_common_triton_imports
+            from torch._inductor.select_algorithm import gen_common_triton_imports as gen
+
+            class NPUKernel(TritonKernel):
+                def codegen_header(self, code):
+                    code.splice(gen_common_triton_imports())
+                    code.splice(gen())
+                    code.splice(self.helper.gen_common_triton_imports())
+            """,
+            """
+            from torch._inductor.codegen.triton import TritonKernel
+
+            class NPUKernel(TritonKernel):
+                def codegen_header(self, code):
+                    code.splice(TritonKernel.gen_common_triton_imports())
+                    code.splice(TritonKernel.gen_common_triton_imports())
+                    code.splice(self.helper.gen_common_triton_imports())
+            """,
+            "2.10", "2.11",
+        )
+
     def test_unresolved_imports_move_to_their_home_or_get_a_todo(self) -> None:
         self.check(
             """
