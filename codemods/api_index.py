@@ -32,6 +32,7 @@ __all__ = [
     "Signature",
     "Param",
     "load_index",
+    "bodies_path",
     "is_indexed",
 ]
 
@@ -291,6 +292,15 @@ class ReleaseApi:
         module, _, name = qualname.rpartition(".")
         return bool(module) and self.class_info(module, name) is not None
 
+    def body(self, module: str, name: str) -> str | None:
+        """Fingerprint of the body of ``module``'s own function ``name`` or method
+        ``Class.name`` on this release (see :func:`index_build.body_fingerprint`)."""
+        info = self.index.modules.get(module)
+        if info is None or not info["in"] & self._bit:
+            return None
+        entries = self.index.bodies.get(module, {}).get(name)
+        return _pick(entries, self._bit) if entries else None
+
     def function(self, qualname: str) -> Signature | None:
         """Signature of a module-level function, or of ``Class.method`` (``None`` otherwise)."""
         module, _, name = qualname.rpartition(".")
@@ -313,14 +323,31 @@ class ReleaseApi:
 class ApiIndex:
     """The whole index: releases and the facts with their release masks."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], bodies: Path | None = None) -> None:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"API index schema {data.get('schema')!r}, expected {SCHEMA}: regenerate it")
         self.release_names: tuple[str, ...] = tuple(data["releases"])
         self.modules: dict[str, Any] = data["modules"]
+        self._bodies_path = bodies
+        self._bodies: dict[str, Any] | None = data.get("bodies")
         self._views: dict[str, ReleaseApi] = {}
-        self._changed: dict[tuple[str, str], dict[str, frozenset[str]]] = {}
+        self._changed: dict[tuple[str, ...], dict[str, frozenset[str]]] = {}
         self._changed_methods: dict[tuple[str, str, str], frozenset[str]] = {}
+
+    @property
+    def bodies(self) -> dict[str, Any]:
+        """Module -> function/method -> fingerprints with release masks, read on first
+        use (empty when the index has none)."""
+        if self._bodies is None:
+            path = self._bodies_path
+            found: dict[str, Any] = {}
+            if path is not None and path.is_file():
+                with gzip.open(path, "rb") as fh:
+                    data = json.loads(fh.read())
+                if data.get("releases") == list(self.release_names):
+                    found = data["bodies"]
+            self._bodies = found
+        return self._bodies
 
     @property
     def releases(self) -> tuple[Release, ...]:
@@ -361,6 +388,23 @@ class ApiIndex:
             self._changed[key] = {name: frozenset(mods) for name, mods in found.items()}
         return self._changed[key]
 
+    def changed_bodies(self, old: ReleaseApi, new: ReleaseApi) -> dict[str, frozenset[str]]:
+        """Module-level functions whose body's fingerprint differs between two views:
+        name -> the modules defining it."""
+        key = ("bodies", old.release, new.release)
+        if key in self._changed:
+            return self._changed[key]
+        found: dict[str, set[str]] = {}
+        for module, table in self.bodies.items():
+            for name, entries in table.items():
+                if "." in name:
+                    continue  # a method
+                before, after = _pick(entries, old._bit), _pick(entries, new._bit)
+                if before is not None and after is not None and before != after:
+                    found.setdefault(name, set()).add(module)
+        self._changed[key] = {name: frozenset(mods) for name, mods in found.items()}
+        return self._changed[key]
+
     def changed_methods(self, old: ReleaseApi, new: ReleaseApi, cls: str) -> frozenset[str]:
         """Methods of class ``cls`` (its own or inherited, on ``new``) whose parameters
         differ between two views, or that ``new`` no longer has (memoised)."""
@@ -388,8 +432,15 @@ class ApiIndex:
         return view
 
 
+def bodies_path(index_path: Path) -> Path:
+    """Where the bodies' fingerprints of the index at ``index_path`` live."""
+    base = index_path.name.removesuffix(".json.gz")
+    base = base.replace("api_index", "api_bodies") if "api_index" in base else f"{base}.bodies"
+    return index_path.with_name(f"{base}.json.gz")
+
+
 @lru_cache(maxsize=2)
 def load_index(path: Path = INDEX_PATH) -> ApiIndex:
-    """The committed index (read once per process)."""
+    """The committed index (read once per process; its bodies on first use)."""
     with gzip.open(path, "rb") as fh:
-        return ApiIndex(json.loads(fh.read()))
+        return ApiIndex(json.loads(fh.read()), bodies_path(path))

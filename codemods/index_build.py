@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import gzip
+import hashlib
 import json
 import re
 import sys
@@ -30,7 +32,7 @@ from spyre_matrix.catalog import load_catalog
 from spyre_matrix.source_tree import ModuleIndex, render_signature
 from spyre_matrix.sources import download_wheel
 
-from .api_index import INDEX_PATH, INDEXED_PACKAGES, SCHEMA
+from .api_index import INDEX_PATH, INDEXED_PACKAGES, SCHEMA, bodies_path
 
 __all__ = ["index_release", "merge_releases", "write_index", "main"]
 
@@ -124,15 +126,59 @@ def _name_entry(binding: Any) -> str:
     return f"a={dotted}" if dotted else "a"
 
 
+class _NoAnnotations(ast.NodeTransformer):
+    """Type hints do not change what code does (releases rewrite them wholesale)."""
+
+    def visit_arg(self, node: ast.arg) -> ast.arg:
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.returns = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if node.value is None:
+            return ast.Pass()
+        return ast.Assign(targets=[node.target], value=self.visit(node.value), lineno=0)
+
+
+def body_fingerprint(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """What a function does, as a short hash: its body's AST without the docstring,
+    type hints, comments and layout (a release that only reformats keeps it)."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    stripped = [_NoAnnotations().visit(copy.deepcopy(stmt)) for stmt in body]
+    text = "\n".join(ast.dump(stmt) for stmt in stripped)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=4).hexdigest()
+
+
+def _bodies(bindings: dict[str, Any]) -> dict[str, str]:
+    """Fingerprints of the module's own functions (``name``) and methods (``Class.name``)."""
+    out: dict[str, str] = {}
+    for n, b in bindings.items():
+        if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[n] = body_fingerprint(b)
+        elif isinstance(b, ast.ClassDef):
+            for stmt in b.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f"{n}.{stmt.name}"] = body_fingerprint(stmt)
+    return out
+
+
 def index_module(name: str, source: str, is_package: bool) -> dict[str, Any]:
     """Every name a module binds at its top level (imports included: they resolve at
-    runtime too), its classes' bases and methods, and its star imports."""
+    runtime too), its classes' bases and methods, their bodies' fingerprints, and its
+    star imports."""
     mod = ModuleIndex.build(name, source, is_package)
     names = {n: _name_entry(b) for n, b in mod.bindings.items()}
     classes = {
         n: _class_entry(b, name, mod.bindings) for n, b in mod.bindings.items() if isinstance(b, ast.ClassDef)
     }
-    return {"names": names, "classes": classes, "star": sorted(set(mod.star_imports))}
+    return {"names": names, "classes": classes, "bodies": _bodies(mod.bindings), "star": sorted(set(mod.star_imports))}
 
 
 def _module_name(relpath: str) -> tuple[str, bool]:
@@ -167,7 +213,7 @@ def index_release(sources: Iterable[tuple[str, str]]) -> dict[str, dict[str, Any
         try:
             modules[name] = index_module(name, text, is_package)
         except SyntaxError:  # a file newer than this interpreter's grammar: present, contents unknown
-            modules[name] = {"names": {}, "classes": {}, "star": [], "unparsed": True}
+            modules[name] = {"names": {}, "classes": {}, "bodies": {}, "star": [], "unparsed": True}
     return modules
 
 
@@ -186,6 +232,7 @@ def merge_releases(per_release: dict[str, dict[str, dict[str, Any]]]) -> dict[st
     bit mask of the releases (in ``releases`` order) where it holds."""
     releases = list(per_release)
     modules: dict[str, Any] = {}
+    bodies: dict[str, Any] = {}
     for i, release in enumerate(releases):
         bit = 1 << i
         for name, info in per_release[release].items():
@@ -193,6 +240,8 @@ def merge_releases(per_release: dict[str, dict[str, dict[str, Any]]]) -> dict[st
             mod["in"] |= bit
             for key, entry in info["names"].items():
                 _add(mod["names"], key, entry, bit)
+            for key, fingerprint in info.get("bodies", {}).items():
+                _add(bodies.setdefault(name, {}), key, fingerprint, bit)
             for cls, cinfo in info["classes"].items():
                 target = mod["classes"].setdefault(cls, {"bases": [], "methods": {}})
                 found = next((e for e in target["bases"] if e[0] == cinfo["bases"]), None)
@@ -209,11 +258,21 @@ def merge_releases(per_release: dict[str, dict[str, dict[str, Any]]]) -> dict[st
                 else:
                     mod["star"].append([info["star"], bit])
     return {"schema": SCHEMA, "packages": list(INDEXED_PACKAGES), "releases": releases,
-            "modules": dict(sorted(modules.items()))}
+            "modules": dict(sorted(modules.items())), "bodies": dict(sorted(bodies.items()))}
 
 
 def write_index(data: dict[str, Any], path: Path) -> None:
-    """Deterministic gzip JSON (no timestamp in the gzip header: reruns are byte-identical)."""
+    """Deterministic gzip JSON (no timestamp in the gzip header: reruns are byte-identical).
+    The bodies' fingerprints go to a file of their own beside it (:func:`bodies_path`),
+    read only by the checks that need them."""
+    data = dict(data)
+    bodies = data.pop("bodies", None)
+    _write_json(data, path)
+    if bodies is not None:
+        _write_json({"schema": SCHEMA, "releases": data["releases"], "bodies": bodies}, bodies_path(path))
+
+
+def _write_json(data: dict[str, Any], path: Path) -> None:
     raw = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", mtime=0, filename="") as gz:

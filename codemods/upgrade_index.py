@@ -532,15 +532,20 @@ class IndexChecks(RewriteCommand):
         in one Inductor module only."""
         assert self.from_api is not None and self.to_api is not None
         changed = self._index.changed_functions(self.from_api, self.to_api)
+        names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        if names - set(changed):  # bodies are read only for a file that may hold a copy
+            rewritten = self._index.changed_bodies(self.from_api, self.to_api)
+            changed = {n: changed.get(n, frozenset()) | rewritten.get(n, frozenset()) for n in names}
+        this_module = self.context.full_module_name
         out: dict[str, str] = {}
         for node in tree.body:
-            if not isinstance(node, ast.FunctionDef) or node.name not in changed or defs.get(node.name) != 1:
+            if not isinstance(node, ast.FunctionDef) or not changed.get(node.name) or defs.get(node.name) != 1:
                 continue
             own = _ast_params(node.args)
             if len(own) < 2:
                 continue  # too little to tell a copy from a namesake
-            homes = [m for m in changed[node.name]
-                     if (sig := self.from_api.function(f"{m}.{node.name}")) is not None and sig.params == own]
+            homes = [m for m in changed[node.name] if m != this_module
+                     and (sig := self.from_api.function(f"{m}.{node.name}")) is not None and sig.params == own]
             if len(homes) == 1:
                 out[node.name] = f"{homes[0]}.{node.name}"
         return out
@@ -570,10 +575,14 @@ class IndexChecks(RewriteCommand):
             if isinstance(assign.value, cst.Name) and self._replacements.get(assign.value.value, ("",))[0] == qual:
                 return  # checked where it is defined
             pair = self._signature_pair(("patch", qual), lookup)
-            if pair is None:
+            resync = self._body_since(qual)
+            if pair is None and resync is None:
                 return
-            message = (f"patches {short}, whose parameters changed in {pair[2]}: the replacement must accept "
-                       f"{pair[1].render(attr)}")
+            parts = [f"its parameters changed in {pair[2]}: the replacement must accept {pair[1].render(attr)}"]\
+                if pair is not None else []
+            if resync is not None:
+                parts.append(f"Inductor's implementation changed in {resync}: compare the replacement with it")
+            message = f"patches {short}: {'; '.join(parts)}"
         guard = self.guard(assign)
         if guard is not None:
             self.skipped(assign, SIGNATURE_RULE, f"patch of {short}", guard)
@@ -591,12 +600,47 @@ class IndexChecks(RewriteCommand):
         lookup = self._patch_lookup(qual)
         new = lookup(self.to_api)
         pair = self._signature_pair(("patch", qual), lookup)
-        if new is None or pair is None or self.guard(original) is not None:
+        resync = self._body_since(qual)
+        if new is None or (pair is None and resync is None) or self.guard(original) is not None:
+            return updated
+        assert self.from_api is not None
+        if how == "copies" and pair is None:
+            # a vendored module copies many functions: one note for the module lists them
+            self.group_todo(original, SIGNATURE_RULE,
+                            f"copy of an Inductor function whose implementation changed after torch {self._source} "
+                            f"(same name and parameters): compare with Inductor's on torch {self._target} and "
+                            "re-sync", kind="todo")
             return updated
         owner, _, attr = qual.rpartition(".")
         where = f"{owner.rpartition('.')[2]}.{attr}"
-        return self._fit_signature(original, updated, new, pair[0], where, f"{how} {where} on torch ",
-                                   method=self.from_api is not None and self.from_api.is_class(owner))
+        extra = [f"Inductor's implementation changed in {resync}: compare and re-sync"] if resync else []
+        return self._fit_signature(original, updated, new, pair[0] if pair else lookup(self.from_api), where,
+                                   f"{how} {where} on torch ", method=self.from_api.is_class(owner), extra=extra)
+
+    def _body_since(self, qual: str) -> Release | None:
+        """The first release after the source whose body of Inductor's function or
+        method ``qual`` differs from the source's (by fingerprint), if any."""
+        assert self.from_api is not None
+        owner, _, attr = qual.rpartition(".")
+
+        def fingerprint(view: ReleaseApi) -> str | None:
+            if view.is_class(owner):
+                hit = view.method(owner, attr)
+                if hit is None:
+                    return None
+                cls_module, _, cls = hit[0].rpartition(".")
+                return view.body(cls_module, f"{cls}.{attr}")
+            found = view.origin(owner, attr)
+            return view.body(found[0], found[1]) if found is not None and found[1] else None
+
+        before = fingerprint(self.from_api)
+        if before is None:
+            return None
+        for view in self._index.views_between(self.from_api.minor, self._target):
+            after = fingerprint(view)
+            if after is not None and after != before:
+                return view.minor
+        return None
 
     def indexed_bases(self, node: cst.ClassDef) -> list[str]:
         """Qualified names of the class's bases that the index knows as classes."""
@@ -637,7 +681,8 @@ class IndexChecks(RewriteCommand):
         return updated
 
     def _fit_signature(self, original: cst.FunctionDef, updated: cst.FunctionDef, target_sig: Signature,
-                       old_sig: Signature | None, where: str, subject: str, method: bool = True) -> cst.FunctionDef:
+                       old_sig: Signature | None, where: str, subject: str, method: bool = True,
+                       extra: Sequence[str] = ()) -> cst.FunctionDef:
         """Bring a definition Inductor calls as ``where`` to ``target_sig``: optional
         parameters it lacks are added (literal defaults only); a TODO (``subject`` ...)
         lists the rest and the new parameters the body does not read yet."""
@@ -646,7 +691,7 @@ class IndexChecks(RewriteCommand):
         plan = plan_override(own, target_sig, old_sig)
         addable = [p for p in plan.add if p.default is not None and _literal(p.default)]
         problems = plan.problems + [f"parameter {p.name}={p.default} is missing" for p in plan.add
-                                    if p not in addable]
+                                    if p not in addable] + list(extra)
         # the parameters added now, and those an earlier run's note says it added
         added = {p.name for p in addable} | self._noted_unused(original, subject)
         unused = self._unused_new_params(original, [*own, *addable], target_sig, old_sig, added)
@@ -660,8 +705,8 @@ class IndexChecks(RewriteCommand):
             # worded from the result, not the edit: a re-run says the same
             problems.append(f"not used yet: {', '.join(unused)}")
         role = "base" if subject.startswith("override") else "Inductor's"
-        expected = target_sig.render(where.rpartition(".")[2])
-        self.todo(original, SIGNATURE_RULE, f"{subject}{self._target}: {'; '.join(problems)}; {role} is {expected}")
+        expected = "" if problems == list(extra) else f"; {role} is {target_sig.render(where.rpartition('.')[2])}"
+        self.todo(original, SIGNATURE_RULE, f"{subject}{self._target}: {'; '.join(problems)}{expected}")
         return updated
 
     def _on_target(self, cls: str) -> str:

@@ -93,18 +93,45 @@ def test_signatures_through_bases_and_what_changed(small: ApiIndex) -> None:
     assert small.changed_functions(old, new) == {"lower": {"torch._inductor.handler"}}
 
 
-def test_built_from_trees_on_disk_and_written_deterministically(tmp_path: Path) -> None:
-    for release, files in (("2.11.0", OLD), ("2.12.1", NEW)):
+def _build(tmp_path: Path, trees: tuple[tuple[str, dict[str, str]], ...], out: Path) -> None:
+    """Write the release trees under ``tmp_path/src`` and index them into ``out``."""
+    for release, files in trees:
         for name, text in files.items():
             path = tmp_path / "src" / release / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+    assert main(["--src", str(tmp_path / "src"), "--out", str(out), *(release for release, _ in trees)]) == 0
+
+
+def test_built_from_trees_on_disk_and_written_deterministically(tmp_path: Path) -> None:
     out = tmp_path / "index.json.gz"
-    assert main(["--src", str(tmp_path / "src"), "--out", str(out), "2.11.0", "2.12.1"]) == 0
+    _build(tmp_path, (("2.11.0", OLD), ("2.12.1", NEW)), out)
     first = out.read_bytes()
     write_index(json.loads(gzip.decompress(first)), out)
     assert out.read_bytes() == first  # no timestamp: re-generating changes nothing
     assert load_index(out).release_names == ("2.11.0", "2.12.1")
+
+
+def test_body_fingerprints_see_what_code_does_not_how_it_is_written(tmp_path: Path) -> None:
+    old = {"torch/_inductor/__init__.py": "", "torch/_inductor/m.py": (
+        "def resync(x, y):\n    return x + y\n"
+        "def reformat(x: int, y: int) -> int:\n    \"Add.\"\n    z: int = x + y\n    return z\n"
+        "class C:\n    def m(self, a):\n        return a * 2\n")}
+    new = {"torch/_inductor/__init__.py": "", "torch/_inductor/m.py": (
+        "def resync(x, y):\n    return x - y\n"
+        "def reformat(x: 'int | None', y) -> 'int':\n    # a comment\n    z = (\n        x + y\n    )\n"
+        "    return z\n"
+        "class C:\n    def m(self, a):\n        return a * 3\n")}
+    out = tmp_path / "api_index.json.gz"
+    _build(tmp_path, (("2.11.0", old), ("2.12.1", new)), out)
+    index = load_index(out)
+    v1, v2 = index.view("2.11"), index.view("2.12")
+    assert v1 is not None and v2 is not None
+    assert v1.body("torch._inductor.m", "resync") != v2.body("torch._inductor.m", "resync")
+    assert v1.body("torch._inductor.m", "reformat") == v2.body("torch._inductor.m", "reformat")
+    assert v1.body("torch._inductor.m", "C.m") != v2.body("torch._inductor.m", "C.m")
+    assert index.changed_bodies(v1, v2) == {"resync": frozenset({"torch._inductor.m"})}
+    assert "bodies" not in json.loads(gzip.decompress(out.read_bytes()))  # they live beside the index
 
 
 def test_a_missing_release_without_fetch_is_one_clear_error(tmp_path: Path) -> None:

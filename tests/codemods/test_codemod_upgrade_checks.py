@@ -271,7 +271,7 @@ class TestSignatures(UpgradeTest):
             from .lowering import npu_make_fallback, npu_precompile
 
             def patch():
-                {T}patches lowering.make_fallback, whose parameters changed in 2.12: the replacement must accept make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+                {T}patches lowering.make_fallback: its parameters changed in 2.12: the replacement must accept make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None); Inductor's implementation changed in 2.12: compare the replacement with it
                 {_advisory("lowering-registration")}
                 inductor_lowering.make_fallback = npu_make_fallback
                 CachingAutotuner.precompile = npu_precompile
@@ -301,13 +301,13 @@ class TestSignatures(UpgradeTest):
             from torch._inductor import ir
             from torch._inductor import lowering as inductor_lowering
 
-            {T}replaces lowering.make_fallback on torch 2.13: not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+            {T}replaces lowering.make_fallback on torch 2.13: Inductor's implementation changed in 2.12: compare and re-sync; not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
             def npu_make_fallback(op, layout_constraint=None, warn=True, override_decomp=False,
                                   get_decomp_fn=None):
                 return op
 
             def patch():
-                {T}replaces BaseView.mark_reuse on torch 2.13: not used yet: graph_reuse=True; Inductor's is mark_reuse(self, users, *, graph_reuse=True)
+                {T}replaces BaseView.mark_reuse on torch 2.13: Inductor's implementation changed in 2.13: compare and re-sync; not used yet: graph_reuse=True; Inductor's is mark_reuse(self, users, *, graph_reuse=True)
                 def mark_reuse(self, users, *, graph_reuse=True):
                     self.data.mark_reuse(users)
 
@@ -334,7 +334,7 @@ class TestSignatures(UpgradeTest):
             f"""
             from torch._inductor import ir
 
-            {T}copies lowering.make_fallback on torch 2.12: not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
+            {T}copies lowering.make_fallback on torch 2.12: Inductor's implementation changed in 2.12: compare and re-sync; not used yet: get_decomp_fn=None; Inductor's is make_fallback(op, layout_constraint=None, warn=True, override_decomp=False, get_decomp_fn=None)
             def make_fallback(op, layout_constraint=None, warn=True, override_decomp=False,
                               get_decomp_fn=None):
                 return op
@@ -347,6 +347,23 @@ class TestSignatures(UpgradeTest):
         # ceildiv(numer, denom) became ceildiv(number, denom) in 2.8: a namesake is left alone
         namesake = "from torch._inductor import ir\n\ndef ceildiv(a, b):\n    return -(a // -b)\n"
         self.check(namesake, namesake, "2.7", "2.8")
+
+    def test_copies_whose_inductor_implementation_changed_share_one_note_per_module(self) -> None:
+        # both bodies changed in Inductor's lowering.py between 2.13 and 2.14, not their parameters
+        code = """
+            from torch._inductor import ir
+
+            def _convert_element_type(x, dtype):
+                return x
+
+            def _full(fill_value, device, dtype, size):
+                return fill_value
+            """
+        note = (f"{T}copy of an Inductor function whose implementation changed after torch 2.13 (same name and "
+                "parameters): compare with Inductor's on torch 2.14 and re-sync (also used at +3 lines from here)")
+        self.check(code, code.replace("            def _convert", f"            {note}\n            def _convert"),
+                   "2.13", "2.14")
+        self.check(code, code, "2.14", "2.15")  # unchanged since: nothing to re-sync
 
     def test_an_override_whose_parameters_do_not_line_up_gets_a_note_not_more_parameters(self) -> None:
         # the base is call_kernel(self, name, node=None, deallocate_ws=True): the vendor's `name`
