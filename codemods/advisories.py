@@ -9,7 +9,8 @@ A use site is any of: a reference to one of ``qualnames`` (through imports and
 aliases); ``<receiver>.<method>`` for a pair in ``methods`` (``None``: any receiver);
 a class deriving from ``base`` (on the target release, through the API index) or,
 when ``base_methods`` is set, such a class when it overrides one of those methods
-(one TODO on the class, naming them); with ``config_default``, an assignment to an
+(one TODO on the class, naming them), or when ``requires`` is set, such a class
+lacking one of those methods; with ``config_default``, an assignment to an
 Inductor config option (where a backend sets its defaults, and where the new
 option's value belongs) in a file that does not mention that option.
 """
@@ -39,6 +40,9 @@ class Advisory:
     methods: tuple[tuple[str | None, str], ...] = ()
     base: str | None = None
     base_methods: tuple[str, ...] = ()
+    #: with ``base``: a subclass is a site only when its own body lacks one of these (a
+    #: new abstract method of the base)
+    requires: tuple[str, ...] = ()
     #: a config option whose new default changes behaviour: assignments to other
     #: ``torch._inductor.config`` options (where a backend sets its defaults) are sites
     #: too, in a file that does not mention this one

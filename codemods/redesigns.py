@@ -119,6 +119,36 @@ _REDESIGNS_2_13 = (
 REDESIGNS = REDESIGNS + _REDESIGNS_2_13
 
 
+_DEPS = (
+    Advisory(
+        id="dep-free-symbol-uses", release=_r("2.9"), kind="redesign",
+        registry="the dependency classes (dependencies.Dep, MemoryDep, StarDep, WeakDep)",
+        base=f"{_I}.dependencies.Dep", requires=("get_free_symbol_uses",),
+        note="Dep gained the abstract method get_free_symbol_uses(unbacked_only=False) (the scheduler collects "
+             "a node's size symbols through it): a subclass without it can no longer be instantiated",
+        action="implement get_free_symbol_uses(self, unbacked_only=False) returning the OrderedSet of sympy "
+               "symbols the dependency's index and size use (free_unbacked_symbols when unbacked_only)",
+        confirmed="2.8.0 torch/_inductor/dependencies.py:37 class Dep(abc.ABC) abstract: rename, get_numel, "
+                  "numbytes_hint, has_unbacked_symbols, is_contiguous; 2.9.1 same file:42 abstract "
+                  "get_free_symbol_uses(self, unbacked_only=False)",
+    ),
+    Advisory(
+        id="dep-numel-hint", release=_r("2.10"), kind="redesign",
+        registry="the dependency classes (dependencies.Dep, MemoryDep, StarDep, WeakDep)",
+        base=f"{_I}.dependencies.Dep", requires=("numel_hint",),
+        note="Dep gained the abstract method numel_hint() (Scheduler.dep_size_hint(dep, count_bytes) sizes "
+             "fusion scores in elements through it): a subclass without it can no longer be instantiated",
+        action="implement numel_hint(self) -> int: the element count as a size hint, 0 when unknown "
+               "(MemoryDep uses sizevars.size_hint(self.get_numel(), fallback=0))",
+        confirmed="2.9.1 torch/_inductor/dependencies.py:37 class Dep(abc.ABC) without numel_hint, "
+                  "scheduler.py:4443 dep_size_hint(self, dep); 2.10.0 dependencies.py:60 abstract numel_hint, "
+                  ":267 MemoryDep.numel_hint, scheduler.py:5263 dep_size_hint(self, dep, count_bytes=True)",
+    ),
+)
+
+REDESIGNS = REDESIGNS + _DEPS
+
+
 def select_changes(source: str | Release, target: str | Release) -> tuple[Advisory, ...]:
     """Advisories and redesigns for an upgrade from ``source`` to ``target``, oldest first."""
     src, dst = _r(source), _r(target)

@@ -783,9 +783,14 @@ class IndexChecks(RewriteCommand):
                 overridden = [m for m in methods if m in advisory.base_methods]
                 if advisory.base is None or (advisory.base_methods and not overridden):
                     continue
+                missing = [m for m in advisory.requires if m not in methods]
+                if advisory.requires and (not missing or advisory.base not in bases):
+                    continue  # implemented here, or inherited from a concrete subclass of the base
                 if any(self._inherits(b, advisory.base) for b in bases) \
                         and any(self._inherits(b, advisory.base) for b in self._confirmed_bases()):
-                    self._advise(node, advisory, f" (overridden here: {', '.join(overridden)})" if overridden else "")
+                    detail = f" (overridden here: {', '.join(overridden)})" if overridden else \
+                        f" (not defined here: {', '.join(missing)})" if missing else ""
+                    self._advise(node, advisory, detail)
         return bases
 
     def exit_class(self) -> None:

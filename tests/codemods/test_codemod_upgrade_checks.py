@@ -569,6 +569,25 @@ class TestRedesigns(UpgradeTest):
                                       "register_interface_for_device(\"npu\""), "2.12", "2.13")
         self.check(code, code, "2.13", "2.14")
 
+    def test_a_dependency_class_lacking_the_new_abstract_method_is_flagged(self) -> None:
+        code = """
+            from torch._inductor.dependencies import Dep, MemoryDep
+
+            class NpuDep(Dep):
+                def rename(self, renames):
+                    return self
+
+            class Complete(Dep):
+                def numel_hint(self):
+                    return 0
+
+            class Concrete(MemoryDep):
+                pass
+            """
+        note = _advisory("dep-numel-hint") + " (not defined here: numel_hint)"
+        self.check(code, code.replace("            class NpuDep", f"            {note}\n            class NpuDep"),
+                   "2.9", "2.10")
+
     def test_a_redesign_applies_inside_its_window_only(self) -> None:
         assert "fx-graph-cache-key" in {r.id for r in select_changes("2.11", "2.12")}
         assert "fx-graph-cache-key" not in {r.id for r in select_changes("2.12", "2.15")}
