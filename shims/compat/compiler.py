@@ -19,6 +19,8 @@ __all__ = [
     'compile_fx',
     'compile_fx_inner',
     'clone_preserve_strides',
+    'aoti_compile_and_package',
+    'aoti_load_package',
     'FxCompile',
     'compile_fx_aot',
     'cudagraphify',
