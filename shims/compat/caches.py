@@ -27,6 +27,7 @@ __all__ = [
     'FxGraphHashDetails',
     'CacheBase',
     'write_atomic',
+    'AOTAutogradCache',
     'AotCodeCompiler',
     'BypassFxGraphCache',
     'CUDACodeCache',

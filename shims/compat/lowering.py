@@ -21,6 +21,7 @@ __all__ = [
     'lowerings',
     'fallbacks',
     'fallback_handler',
+    'ELEMENTWISE_TYPE_PROMOTION_KIND',
     'make_fallback',
     'add_needs_realized_inputs',
     'needs_realized_inputs',

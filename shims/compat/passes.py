@@ -44,6 +44,7 @@ __all__ = [
     'ConstantFolder',
     'constant_fold',
     'ConstructorMoverPass',
+    'decompose_auto_functionalized',
     'CallMethodVarArgs',
     'CallModule',
     'CallModuleVarArgs',

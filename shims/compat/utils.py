@@ -17,6 +17,7 @@ from ._lazy import resolve as _resolve
 
 __all__ = [
     'get_dtype_size',
+    'InputType',
     'decode_device',
     'is_gpu',
     'get_gpu_type',
