@@ -613,6 +613,11 @@ class IndexChecks(RewriteCommand):
             return updated
         owner, _, attr = qual.rpartition(".")
         where = f"{owner.rpartition('.')[2]}.{attr}"
+        if pair is None:
+            # only the body changed: parameters that never matched are not this upgrade's to add
+            self.todo(original, SIGNATURE_RULE, f"{how} {where} on torch {self._target}: Inductor's "
+                                                f"implementation changed in {resync}: compare and re-sync")
+            return updated
         extra = [f"Inductor's implementation changed in {resync}: compare and re-sync"] if resync else []
         return self._fit_signature(original, updated, new, pair[0] if pair else lookup(self.from_api), where,
                                    f"{how} {where} on torch ", method=self.from_api.is_class(owner), extra=extra)

@@ -348,6 +348,23 @@ class TestSignatures(UpgradeTest):
         namesake = "from torch._inductor import ir\n\ndef ceildiv(a, b):\n    return -(a // -b)\n"
         self.check(namesake, namesake, "2.7", "2.8")
 
+    def test_a_replacement_whose_inductor_body_changed_gets_a_note_and_no_parameters(self) -> None:
+        # _get_optimization_cflags changed its body, not its parameters, in 2.10: the replacement
+        # (which never took min_optimize) is not given the parameter by this upgrade
+        code = """
+            from torch._inductor import cpp_builder
+
+            def _get_optimization_cflags(cpp_compiler):
+                return [], []
+
+            def patch():
+                cpp_builder._get_optimization_cflags = _get_optimization_cflags
+            """
+        note = (f"{T}replaces cpp_builder._get_optimization_cflags on torch 2.10: Inductor's implementation "
+                "changed in 2.10: compare and re-sync")
+        self.check(code, code.replace("            def _get_opt", f"            {note}\n            def _get_opt"),
+                   "2.9", "2.10")
+
     def test_copies_whose_inductor_implementation_changed_share_one_note_per_module(self) -> None:
         # both bodies changed in Inductor's lowering.py between 2.13 and 2.14, not their parameters
         code = """
