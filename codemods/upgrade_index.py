@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 import libcst as cst
 
 from .advisories import Advisory
-from .api_index import ApiIndex, Param, ReleaseApi, Signature, is_indexed, load_index
+from .api_index import INDEXED_PACKAGES, ApiIndex, Param, ReleaseApi, Signature, is_indexed, load_index
 from .base import RewriteCommand
 from .import_resolution import ImportResolver
 from .imports import AliasTarget, dedupe_aliases, split_import_from
@@ -103,6 +103,9 @@ def own_params(fn: cst.FunctionDef, method: bool = True) -> list[Param]:
 
 
 _CONFIG = "torch._inductor.config"
+#: the last components of the indexed packages: a tree copied without its ``torch/`` root
+#: names its modules ``_inductor.x``
+_INDEXED_ROOTS = frozenset(p.rpartition(".")[2] for p in INDEXED_PACKAGES)
 
 
 class IndexChecks(RewriteCommand):
@@ -536,7 +539,9 @@ class IndexChecks(RewriteCommand):
         if names - set(changed):  # bodies are read only for a file that may hold a copy
             rewritten = self._index.changed_bodies(self.from_api, self.to_api)
             changed = {n: changed.get(n, frozenset()) | rewritten.get(n, frozenset()) for n in names}
-        this_module = self.context.full_module_name
+        this_module = self.context.full_module_name or ""
+        if is_indexed(this_module) or this_module.partition(".")[0] in _INDEXED_ROOTS:
+            return {}  # Inductor's own code (or a copy of its tree): its functions are the originals
         out: dict[str, str] = {}
         for node in tree.body:
             if not isinstance(node, ast.FunctionDef) or not changed.get(node.name) or defs.get(node.name) != 1:
