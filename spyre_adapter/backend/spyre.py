@@ -81,7 +81,7 @@ def _plan(kernel: kir.Kernel, m: Machine, sizes: Mapping[sympy.Symbol, int],
     p = cache.get(key, kernel)
     if p is None:
         at = _template_key(kernel, kind, m, sizes, extra)
-        bound = _bound(at)
+        bound = _bound(at) or _carried(kernel, kind, m, extra, at)
         if bound is not None:
             # (stored under the names of the kernel the template was made for; the hit renames)
             q, tkey, t = bound
@@ -145,6 +145,41 @@ def _bound(at: tuple[sympy.Symbol, int, int, str] | None) -> tuple[Program, str,
     return t.bind(size), tkey, t
 
 
+def _carried(kernel: kir.Kernel, kind: KernelKind, m: Machine, extra: str,
+             at: tuple[sympy.Symbol, int, int, str] | None) -> tuple[Program, str, SizeTemplate] | None:
+    """At the first size of a bucket, the program bound from the bucket below's
+    template carried on over this bucket (see :meth:`SizeTemplates.extend`)."""
+    if at is None:
+        return None
+    sym, size, top, tkey = at
+    cache = current().programs
+    below = cache.key(kernel, m, {sym: top // 2}, extra + " template")
+    try:
+        t = cache.templates.extend(tkey, below, size, top, _plan_at(kernel, kind, m, extra, sym))
+    except DoesNotFit:
+        return None
+    if t is None or t.first.kernel is not kernel:
+        return None
+    return t.bind(size), tkey, t
+
+
+def _plan_at(kernel: kir.Kernel, kind: KernelKind, m: Machine, extra: str,
+             sym: sympy.Symbol) -> Callable[[int], Program]:
+    """Plans (or finds in the cache) ``kernel``'s program at one value of ``sym``."""
+    cache = current().programs
+
+    def plan_at(v: int) -> Program:
+        key = cache.key(kernel, m, {sym: v}, extra)
+        got = cache.get(key, kernel)
+        if got is None:
+            got = _planned(kernel, kind, m, {sym: v})
+            if got.kernel is not kernel:
+                raise DoesNotFit("its planner completed the kernel")
+            cache.put(key, got, kernel)
+        return got
+    return plan_at
+
+
 def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, extra: str,
               at: tuple[sympy.Symbol, int, int, str], p: Program) -> None:
     """After planning ``p`` at the size of ``at`` (no template covers it): try one
@@ -157,18 +192,8 @@ def _template(kernel: kir.Kernel, kind: KernelKind, m: Machine, extra: str,
         got = cache.shared(cache.key(kernel, m, {sym: v}, extra), kernel)
         return got.program if got is not None and got.program.kernel is kernel else None
 
-    def plan_at(v: int) -> Program:
-        key = cache.key(kernel, m, {sym: v}, extra)
-        got = cache.get(key, kernel)
-        if got is None:
-            got = _planned(kernel, kind, m, {sym: v})
-            if got.kernel is not kernel:
-                raise DoesNotFit("its planner completed the kernel")
-            cache.put(key, got, kernel)
-        return got
-
     try:
-        cache.templates.make(tkey, size, top, p, plan_at, cached_at)
+        cache.templates.make(tkey, size, top, p, _plan_at(kernel, kind, m, extra, sym), cached_at)
     except DoesNotFit:
         return  # a size of the range has no program: no template; each size is planned
 

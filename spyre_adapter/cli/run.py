@@ -177,7 +177,8 @@ def check_run(args: argparse.Namespace) -> None:
     if args.nested_regions:
         import torch  # only asked when the option is given: parsing stays torch-free
         if not hasattr(torch.compiler, "nested_compile_region"):
-            raise ArgError("--nested-regions", torch.__version__, "a torch with torch.compiler.nested_compile_region")
+            raise ArgError("--nested-regions", torch.__version__,
+                           "a torch with torch.compiler.nested_compile_region (releases 2.8 and later)")
     if args.tp > 1:
         _check_tp(args, given)
     outputs = [(opt, getattr(args, opt.lstrip("-"), None)) for opt in ("--trace", "--json", "--listing")]

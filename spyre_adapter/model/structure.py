@@ -22,6 +22,8 @@ __all__ = ["buffer_names", "positional_names", "symbol_names", "structure_text",
 #: id(kernel) -> (a weak reference to it, its structure text, its digest): the
 #: program cache, residency and the executables ask about the same kernels many times.
 _STRUCTURES: dict[int, tuple[weakref.ref, bytes, bytes]] = {}
+#: id(kernel) -> (a weak reference to it, its run-time size symbols in structure order)
+_SYMBOLS: dict[int, tuple[weakref.ref, tuple[str, ...]]] = {}
 
 
 def buffer_names(kernel: Any) -> tuple[str, ...]:
@@ -42,8 +44,30 @@ def _symbol_positions(kernel: Any) -> dict[str, str]:
 
 
 def symbol_names(kernel: Any) -> tuple[str, ...]:
-    """The kernel's run-time size symbols in order (passed at each launch)."""
-    return tuple(getattr(kernel, "symbols", ()) or ())
+    """The kernel's run-time size symbols in the order its buffers' layouts first
+    use them (sizes, strides, offset, buffer by buffer; then any they do not
+    use, in the kernel's own order). Not by name: how a release numbers its
+    symbols (``s0`` for the first input, or for the first size it meets) must not
+    make identical kernels look different."""
+    declared = tuple(getattr(kernel, "symbols", ()) or ())
+    if len(declared) < 2:
+        return declared
+    got = _SYMBOLS.get(id(kernel))
+    if got is not None and got[0]() is kernel:
+        return got[1]
+    wanted, seen = set(declared), dict[str, None]()
+    for b in getattr(kernel, "buffers", ()):
+        for e in (*b.size, *b.stride, b.offset):
+            for sym in sorted(getattr(e, "free_symbols", ()), key=str):
+                if sym.name in wanted:
+                    seen.setdefault(sym.name)
+    order = tuple(seen) + tuple(n for n in declared if n not in seen)
+    try:
+        _SYMBOLS[id(kernel)] = (weakref.ref(kernel), order)
+        weakref.finalize(kernel, _SYMBOLS.pop, id(kernel), None)
+    except TypeError:  # not weakly referable: not memoised
+        pass
+    return order
 
 
 def structure_sizes(kernel: Any, sizes: Mapping[Any, int]) -> tuple[tuple[str, int], ...]:
@@ -79,6 +103,15 @@ def structure_digest(kernel: Any) -> bytes:
     return _entry(kernel)[2]
 
 
+#: Operators of the index language's expression trees whose operands commute.
+_COMMUTATIVE = frozenset({"+", "*", "min", "max"})
+
+
+def _position(name: Any) -> tuple[int, str]:
+    text = str(name)
+    return (int(text[2:]), text) if text.startswith("#s") and text[2:].isdigit() else (1 << 30, text)
+
+
 def _rename(doc: Any, canon: dict[str, str]) -> Any:
     """A Kernel IR JSON document with buffer names positional and kernel names,
     origins and the group's name dropped (they differ between identical layers)."""
@@ -90,9 +123,15 @@ def _rename(doc: Any, canon: dict[str, str]) -> Any:
             if k == "origins":
                 continue
             out[k] = _rename(v, canon)
+            if k == "symbols" and isinstance(out[k], list):
+                out[k] = sorted(out[k], key=_position)  # declared by name: listed by position
         return out
     if isinstance(doc, list):
-        return [_rename(x, canon) for x in doc]
+        items = [_rename(x, canon) for x in doc]
+        if len(items) > 2 and isinstance(items[0], str) and items[0] in _COMMUTATIVE:
+            # sympy orders a sum's or product's terms by symbol name: by position here
+            items = [items[0], *sorted(items[1:], key=lambda x: json.dumps(x, sort_keys=True))]
+        return items
     if isinstance(doc, str):
         return canon.get(doc, doc)
     return doc

@@ -21,7 +21,7 @@ import sympy
 
 from spyre_shims import index as sidx
 from spyre_shims.kernel_ir import KernelGroup
-from spyre_shims.reference import concrete
+from spyre_shims.reference import KernelFault, concrete
 
 from spyre_adapter.model.bodies import accesses, indirect_levels
 from spyre_adapter.model.costs import lane_reductions
@@ -43,14 +43,26 @@ from spyre_adapter.scheduler.size_buckets import BucketChoices, bucket_of
 MAX_CHUNKS = 4096
 
 
+#: At a size bucket, a division whose program keeps one structure over the
+#: bucket is taken over a faster one when its estimate is within this factor of
+#: the best: a decode then binds that program at every size of the bucket
+#: instead of planning one per token. 1.15 is the spread the closed-form
+#: estimates themselves have against simulation (up to 15 %, see the planner's
+#: max-autotune notes), so the choice is within what the estimates can tell apart.
+STABLE_SLACK = 1.15
+
+
 @gc_paused
 def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
-               force: Division | None = None, lx_planning: bool = True, residency: Residency | None = None) -> Program:
+               force: Division | None = None, lx_planning: bool = True, residency: Residency | None = None,
+               below: GroupModel | None = None) -> Program:
     """Schedule a loop-kernel group onto the card: the cheapest division (by its
     closed-form estimate) whose program can be built and obeys every hardware
     rule (``force``: that division only; ``lx_planning`` off: every kernel of the
     group reads and writes DRAM, the baseline torch-spyre measured without LX
-    planning; ``residency``: LX windows shared with neighbouring kernels)."""
+    planning; ``residency``: LX windows shared with neighbouring kernels;
+    ``below``: the group's model one size lower in the bucket these sizes top,
+    which prefers divisions that keep one structure over the bucket)."""
     gm = model_group(group, m, sizes, lx_planning)
     if force is None and _data_dependent_stores(group):
         # Which elements a scatter writes depends on the data: two cores could
@@ -62,6 +74,8 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
         raise DoesNotFit(f"a tile of this group needs at least {least} B of LX ({len(gm.accesses)} operands, "
                          "one stick each, double-buffered)", f"lx_usable_bytes={m.lx_usable_bytes} per core", name)
     bucket = bucket_of(sizes) if force is None and residency is None else None
+    if bucket is None and below is None and force is None and residency is None and sizes:
+        below = _model_below(group, m, sizes, lx_planning)  # a bucket's own sizes: its top
     if bucket is not None:
         # Run-time sizes: the division (or grid) is chosen once for their bucket
         # and built here for the exact sizes.
@@ -74,17 +88,30 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     costs = {force: _estimated(gm, m, force)} if force is not None else estimates(gm, m)
     order = ranked(gm, m, costs)
     cand = tuple(Candidate(d.cores, d.rsplit, round(c, 1)) for d, c in sorted(costs.items(), key=lambda t: t[1]))
-    reasons = []
+    reasons: list[str] = []
+    grids = force is None and residency is None and (lx_planning or len(group.kernels) == 1)
+    if below is not None and residency is None and order:
+        # A bucket's top: first the divisions that keep one structure over the
+        # bucket, tiles included (cores take whole slabs and so do their tiles).
+        for d in _stable_first(gm, below, order, costs):
+            try:
+                p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning)
+                tiles = _stable_tiles(gm, below, d, _plan_tiles(p))
+                if not tiles:
+                    continue
+                if tiles != _plan_tiles(p):
+                    p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, tiles=tiles)
+            except DoesNotFit:
+                continue
+            # (without LX planning a one-kernel group has nothing to plan across kernels)
+            return _better_grid(gm, m, p, costs[d], name, sizes, cand, below) if grids else p
     for d in order:
         try:
             p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning, residency)
         except DoesNotFit as exc:
             reasons.append(f"{d.cores}x{d.rsplit}: {exc}")
             continue
-        # (without LX planning a one-kernel group has nothing to plan across kernels)
-        if force is None and residency is None and (lx_planning or len(group.kernels) == 1):
-            p = _better_grid(gm, m, p, costs[d], name, sizes, cand)
-        return p
+        return _better_grid(gm, m, p, costs[d], name, sizes, cand) if grids else p
     if residency is None and force is None:
         for grid in grid_divisions(gm, m):
             try:
@@ -115,15 +142,89 @@ def _obeying(p: Program, m: Machine, numels: Mapping[str, int]) -> Program:
     return p
 
 
+def stable_division(gm: GroupModel, below: GroupModel, d: Division) -> bool:
+    """Whether division ``d`` cuts the rows at the same places relative to the
+    size at both models' sizes (adjacent sizes of a bucket): each core gets whole
+    slabs of the iteration dimensions outside the first one that moves with the
+    size, in whole units, so its rows move affinely with the size and its tiles
+    cut the same boxes; a reduction is split only where it does not change with
+    the size. Rows that do not change with the size divide the same way at both."""
+    if gm.unit != below.unit or gm.mult != below.mult:
+        return False
+    if d.rsplit > 1 and [i.rnumel for i in gm.infos] != [i.rnumel for i in below.infos]:
+        return False
+    if gm.rows == below.rows:
+        return True
+    slabs = _slabs(gm, below)
+    return slabs is not None and slabs % d.cores == 0 and _whole_units(gm, below, slabs, slabs // d.cores)
+
+
+def _slabs(gm: GroupModel, below: GroupModel) -> int | None:
+    """How many slabs the rows are at both models' sizes: the product of the row
+    kernel's iteration dimensions outside the first one that differs between
+    them (None: no such kernel or dimension)."""
+    k = next((k for k, x in enumerate(gm.mult) if x == 1), None)
+    if k is None:
+        return None
+    top, under = [int(x) for x in gm.infos[k].ranges], [int(x) for x in below.infos[k].ranges]
+    moved = next((j for j, (a, b) in enumerate(zip(top, under)) if a != b), None)
+    if moved is None or len(top) != len(under):
+        return None
+    slabs = math.prod(top[:moved])
+    return slabs if gm.rows % slabs == 0 and below.rows % slabs == 0 else None
+
+
+def _whole_units(gm: GroupModel, below: GroupModel, slabs: int, per_piece: int) -> bool:
+    """Whether ``per_piece`` slabs are whole units of rows at both models' sizes."""
+    return all((rows // slabs * per_piece) % gm.unit == 0 for rows in (gm.rows, below.rows))
+
+
+def _plan_tiles(p: Program) -> int:
+    return p.plan.tiles if isinstance(p.plan, LoopPlan) else 0
+
+
+def _stable_tiles(gm: GroupModel, below: GroupModel, d: Division, tiles: int) -> int:
+    """Tiles per core for a stable division over a bucket whose top needed
+    ``tiles``: at least that many, each whole slabs in whole units (0: no such
+    count, as many as fit at each size)."""
+    if gm.rows == below.rows:
+        return tiles
+    slabs = _slabs(gm, below)
+    if slabs is None:
+        return 0
+    per_core = slabs // d.cores
+    return next((t for t in range(max(tiles, 1), per_core + 1)
+                 if per_core % t == 0 and _whole_units(gm, below, slabs, per_core // t)), 0)
+
+
+def stable_grid(gm: GroupModel, below: GroupModel, grid: tuple[int, ...]) -> bool:
+    """Whether a grid splits only dimensions whose extent is the same at both
+    models' sizes (a dimension of the run-time size split over cores moves a
+    row from core to core as the size grows)."""
+    shape, under = _pointwise_shape(gm), _pointwise_shape(below)
+    return len(shape) == len(under) == len(grid) and all(
+        g == 1 or int(a) == int(b) for g, a, b in zip(grid, shape, under))
+
+
+def _stable_first(gm: GroupModel, below: GroupModel, order: list[Division],
+                  costs: Mapping[Division, float]) -> list[Division]:
+    """The divisions of ``order`` that keep one structure over the bucket and
+    estimate within :data:`STABLE_SLACK` of the best, in ``order``'s order."""
+    best = min(costs[d] for d in order)
+    return [d for d in order if costs[d] <= STABLE_SLACK * best and stable_division(gm, below, d)]
+
+
 @dataclasses.dataclass(frozen=True)
 class _Recipe:
     """What a group's plan at a size bucket chose: a row division or a grid, with
-    the estimates it was chosen by (at the bucket's sizes)."""
+    the estimates it was chosen by (at the bucket's sizes), and the tiles per
+    core of a row division there (0: as many as fit at each size)."""
 
     division: Division | None
     grid: tuple[int, ...]
     estimate_ns: float
     candidates: tuple[Candidate, ...]
+    tiles: int = 0
 
 
 #: Recipes by (structure, machine, bucket, LX planning).
@@ -135,10 +236,32 @@ def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol,
     """The division or grid :func:`plan_group` chooses at ``bucket`` (planned
     there once, with every check of a plan)."""
     def plan_at_bucket() -> _Recipe | None:
+        below = _model_below(group, m, bucket, lx_planning)
         plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
-        return None if not isinstance(plan, LoopPlan) else _Recipe(
-            None if plan.grid else Division(plan.row_cores, plan.rsplit), plan.grid, plan.estimate_ns, plan.candidates)
+        if not isinstance(plan, LoopPlan):
+            return None
+        division = None if plan.grid else Division(plan.row_cores, plan.rsplit)
+        # A stable division keeps the top's tile count over the bucket (the tile
+        # rows then move with the size; as many tiles as fit would change with it).
+        tiles = 0
+        if division is not None and below is not None:
+            gm = model_group(group, m, bucket, lx_planning)
+            if stable_division(gm, below, division):
+                tiles = _stable_tiles(gm, below, division, plan.tiles)
+        return _Recipe(division, plan.grid, plan.estimate_ns, plan.candidates, tiles)
     return _RECIPES.get((structure_digest(group), m, structure_sizes(group, bucket), lx_planning), plan_at_bucket)
+
+
+def _model_below(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol, int],
+                 lx_planning: bool) -> GroupModel | None:
+    """The group's model one size below the bucket's top (every run-time size
+    less one; None when that leaves the bucket or the group cannot be modelled there)."""
+    if any(v < 4 for v in bucket.values()):
+        return None
+    try:
+        return model_group(group, m, {k: v - 1 for k, v in bucket.items()}, lx_planning)
+    except (DoesNotFit, KernelFault, ValueError, ZeroDivisionError):
+        return None
 
 
 def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes: Mapping[sympy.Symbol, int],
@@ -148,7 +271,7 @@ def _build_recipe(gm: GroupModel, m: Machine, recipe: _Recipe, name: str, sizes:
     one that cannot finish."""
     if recipe.division is not None:
         return _build_division(gm, m, recipe.division, name, sizes, recipe.estimate_ns, recipe.candidates,
-                               not lx_planning)
+                               not lx_planning, tiles=recipe.tiles)
     return _finishing(_build_grid(gm, m, recipe.grid, name, sizes, recipe.candidates), m)
 
 
@@ -197,11 +320,16 @@ def _check_span(gm: GroupModel, m: Machine, d: Division) -> None:
 
 def _build_division(gm: GroupModel, m: Machine, d: Division, name: str, sizes: Mapping[sympy.Symbol, int],
                     estimate: float, cand: tuple[Candidate, ...], phased: bool,
-                    residency: Residency | None = None) -> Program:
+                    residency: Residency | None = None, tiles: int = 0) -> Program:
+    """``tiles``: this many tiles per core (the bucket's), where they fit; 0: as
+    many as LX needs at these sizes."""
     r = residency or Residency()
     keep = {buf: dict(per_core) for buf, per_core in r.keep}
     reserved = {c: list(rs) for c, rs in r.reserved}
     tile_rows = _tile_rows(gm, m, d)
+    if tiles > 0:
+        units = -(-max(1, gm.rows // max(d.cores, 1)) // gm.unit)
+        tile_rows = max(1, -(-units // tiles)) * gm.unit
     per_core = 1
     budget = m.lx_usable_bytes // 2
     if _row_bytes(gm, m) > budget and gm.reducing and not phased:
@@ -360,15 +488,19 @@ def _crosses_sticks(gm: GroupModel) -> bool:
 
 
 def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: str,
-                 sizes: Mapping[sympy.Symbol, int], cand: tuple[Candidate, ...]) -> Program:
+                 sizes: Mapping[sympy.Symbol, int], cand: tuple[Candidate, ...],
+                 below: GroupModel | None = None) -> Program:
     """``p``, or the fastest 2-D grid program when ``p`` simulates well over its
-    estimate and a grid is faster (both by the timing model)."""
+    estimate and a grid is faster (both by the timing model). ``below``: ``p``
+    keeps one structure over a size bucket (see :func:`plan_group`); a grid that
+    does not must then be faster by more than :data:`STABLE_SLACK`."""
     grids = _grid_candidates(gm, m)
     if not grids:
         return p
     best_t = simulate(p, m, keep_events=False).total_ns
     if best_t <= GRID_TRIGGER * estimate:
         return p
+    stable_t = best_t
     for grid in grids:
         try:
             q = _build_grid(gm, m, grid, name, sizes, cand)
@@ -376,6 +508,8 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
         except DoesNotFit:
             continue
         except EmulatorError:  # a grid of a phased group can order a ring transfer across a barrier
+            continue
+        if below is not None and not stable_grid(gm, below, grid) and t * STABLE_SLACK >= stable_t:
             continue
         if t < best_t:
             p, best_t = q, t

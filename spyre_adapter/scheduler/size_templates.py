@@ -29,6 +29,14 @@ The second size planned in a bucket tries, once: a kernel whose program changes
 structure within the bucket (a tile that no longer fits LX at the top, a grid
 that divides the size over the cores) is planned per size as before.
 
+When the top's program does not continue the adjacent pair, the size below
+the top is tried as ``t`` once: a bucket of the size symbol whose tensors are
+one longer (a KV cache of ``s + 1`` rows) crosses a tile boundary at its top
+only. At the first size of the next bucket, the template is carried on
+(:meth:`SizeTemplates.extend`): its two highest sizes, bound, are the adjacent
+pair and only the new top is planned. The planner also prefers, within its estimates' spread, divisions that
+keep one structure over a bucket (:func:`~spyre_adapter.scheduler.loops.plan_group`).
+
 The template covers ``[s, t]``. A bound program is checked on its first launch
 like any program (every static rule, LX stamps) and its outputs are compared
 with the kernel's reference semantics (see
@@ -61,7 +69,13 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 class TemplateMismatch(ValueError):
-    """The sampled programs do not make a template (the message says why)."""
+    """The sampled programs do not make a template (the message says why);
+    ``at_top``: the two adjacent sizes agree and the top's program does not
+    continue them."""
+
+    def __init__(self, message: str, at_top: bool = False) -> None:
+        super().__init__(message)
+        self.at_top = at_top
 
 
 def _label(text: str) -> tuple[tuple[str, ...], list[int]]:
@@ -257,7 +271,7 @@ def fit(at_lo: Program, next_up: Program, at_hi: Program, lo: int, hi: int) -> S
     if len(a) != len(b) or sig_a != sig_b:
         raise TemplateMismatch("the programs at adjacent sizes differ in structure")
     if (sig_at, int_at) != (sig_at_c, int_at_c) or sig_a[:sig_at] != sig_c[:sig_at]:
-        raise TemplateMismatch("the program at the top of the range has another structure")
+        raise TemplateMismatch("the program at the top of the range has another structure", at_top=True)
     slope = [y - x for x, y in zip(a, b)]
     base = list(a)
     for i, is_lx in enumerate(lx):
@@ -265,7 +279,7 @@ def fit(at_lo: Program, next_up: Program, at_hi: Program, lo: int, hi: int) -> S
             base[i], slope[i] = c[i], 0
         elif a[i] + slope[i] * (hi - lo) != c[i]:
             if i < int_at:
-                raise TemplateMismatch("an integer of the program is not affine in the size over the range")
+                raise TemplateMismatch("an integer of the program is not affine in the size over the range", at_top=True)
             # The plan's record of how the program was chosen (tile estimates
             # rounded to classes of sizes, candidate counts) need not be affine:
             # such a number stays the first program's.
@@ -284,6 +298,24 @@ def fit(at_lo: Program, next_up: Program, at_hi: Program, lo: int, hi: int) -> S
     return SizeTemplate(lo, hi, at_lo, tuple(base), tuple(slope), tree)
 
 
+def _fit_below_top(at_lo: Program, next_up: Program, lo: int, top: int,
+                   plan_at: Callable[[int], Program]) -> SizeTemplate | None:
+    """The template over ``lo..top`` from the adjacent pair and the program
+    planned at ``top``; else over ``lo..top - 1`` when only the top breaks the
+    line: a bucket of the size symbol whose tensors are one longer (a KV cache of
+    s + 1 rows) puts its top one past a tile boundary (65 rows for tiles of 64).
+    None when neither makes one."""
+    try:
+        return fit(at_lo, next_up, plan_at(top), lo, top)
+    except TemplateMismatch as exc:
+        if not exc.at_top or lo + 4 > top - 1:
+            return None
+    try:
+        return fit(at_lo, next_up, plan_at(top - 1), lo, top - 1)
+    except TemplateMismatch:
+        return None
+
+
 class SizeTemplates:
     """The templates of one program cache, by (structure, machine, bucket) key."""
 
@@ -291,6 +323,7 @@ class SizeTemplates:
         self._made: dict[Any, list[SizeTemplate]] = {}
         self._planned: dict[Any, int] = {}
         self._closed: set[Any] = set()
+        self._extended: set[Any] = set()
 
     def find(self, key: Any, size: int) -> SizeTemplate | None:
         """A template of ``key`` covering ``size``."""
@@ -313,9 +346,25 @@ class SizeTemplates:
             size, at_size, nxt = size - 1, before, at_size
         else:
             nxt = plan_at(size + 1)
-        try:
-            t = fit(at_size, nxt, plan_at(top), size, top)
-        except TemplateMismatch:
+        t = _fit_below_top(at_size, nxt, size, top, plan_at)
+        if t is not None:
+            self._made.setdefault(key, []).append(t)
+        return t
+
+    def extend(self, key: Any, below: Any, size: int, top: int, plan_at: Callable[[int], Program]) -> SizeTemplate | None:
+        """At the first size met in a bucket (``key``, top ``top``), the template
+        of the bucket below (templates key ``below``) carried on, once per key: its
+        two highest sizes bound are the adjacent pair, and the top is planned - one
+        program planned for the bucket instead of its first two sizes and the top.
+        None when the bucket below has no template or the top does not continue it."""
+        if key in self._extended or key in self._made:
+            return None
+        self._extended.add(key)
+        prev = max(self._made.get(below, ()), key=lambda t: t.hi, default=None)
+        if prev is None or not prev.lo < prev.hi - 1 or not prev.hi < size <= top or top - prev.hi < 4:
+            return None
+        t = _fit_below_top(prev.bind(prev.hi - 1), prev.bind(prev.hi), prev.hi - 1, top, plan_at)
+        if t is None or not t.covers(size):
             return None
         self._made.setdefault(key, []).append(t)
         return t
@@ -330,3 +379,4 @@ class SizeTemplates:
         self._made.clear()
         self._planned.clear()
         self._closed.clear()
+        self._extended.clear()

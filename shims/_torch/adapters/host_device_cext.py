@@ -18,10 +18,16 @@ _SRC = Path(__file__).resolve().parents[1] / "csrc" / "host_device.cpp"
 
 def available() -> bool:
     """Feature detection: a C++ toolchain and the cpp_extension builder."""
+    import contextlib
+    import io
     import shutil
 
     try:
-        import torch.utils.cpp_extension  # noqa: F401
+        # A CUDA build of torch on a machine without a GPU prints "No CUDA runtime
+        # is found" when this module is imported: the host extension is C++ only,
+        # and a command's stderr is its own (an argument error is its one line).
+        with contextlib.redirect_stderr(io.StringIO()):
+            import torch.utils.cpp_extension  # noqa: F401
     except ImportError:
         return False
     return shutil.which("c++") is not None or shutil.which("g++") is not None

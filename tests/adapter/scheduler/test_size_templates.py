@@ -19,13 +19,14 @@ from spyre_shims.kernel_ir import BufferSpec, ExternKernel, Instr, KernelGroup, 
 from spyre_shims.reference import run_kernel
 from tests.support import kernels as K
 
-from spyre_adapter.backend.session import Session, activate
+from spyre_adapter.backend.session import Session, activate, current
 from spyre_adapter.backend.spyre import plan_launch
 from spyre_adapter.emulator import Card, Executable, execute
 from spyre_adapter.model import isa
 from spyre_adapter.model.kinds import kind_of
 from spyre_adapter.model.machine import DEFAULT
 from spyre_adapter.scheduler import loops
+from spyre_adapter.scheduler.loop_estimates import Division, model_group
 from spyre_adapter.scheduler.matmul import plan_matmul
 from spyre_adapter.scheduler.size_templates import SizeTemplate, TemplateMismatch, fit
 
@@ -115,19 +116,30 @@ def _launch(exe: Executable, kernel: KernelGroup, size: int) -> tuple[dict, dict
     return got, want
 
 
+def _decoding(kernel: KernelGroup) -> tuple[Session, Executable]:
+    """A session of its own and the kernel's executable launching in it."""
+    session = Session(DEFAULT)
+    return session, Executable(kernel, kind_of(kernel), plan_launch, lambda: session)
+
+
+def _exact(exe: Executable, kernel: KernelGroup, sizes: range) -> None:
+    """Launches at ``sizes`` in turn, each output the reference's exactly (no fallback)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        for size in sizes:
+            got, want = _launch(exe, kernel, size)
+            torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+
+
 def test_a_decode_plans_two_sizes_of_a_bucket_and_binds_the_rest() -> None:
     """The first size met in a bucket is planned alone; the second makes a
     template with it (the adjacent pair) and the bucket's top; the sizes between
     are bound, each checked and compared with the reference on its first launch."""
     kernel = scaled_rows(8)
-    session = Session(DEFAULT)
-    exe = Executable(kernel, kind_of(kernel), plan_launch, lambda: session)
+    session, exe = _decoding(kernel)
     cache = session.programs
-    with activate(session), warnings.catch_warnings():
-        warnings.simplefilter("error", FallbackWarning)
-        for size in range(33, 65):
-            got, want = _launch(exe, kernel, size)
-            torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
+    with activate(session):
+        _exact(exe, kernel, range(33, 65))
     # 33 and 34 (the adjacent pair) and 64 planned; 35..63 bound
     assert cache.planned == 3 and cache.bound == 64 - 35
     assert session.report.host_s["plan_at_launch"] > 0
@@ -159,3 +171,89 @@ def test_a_binding_with_other_numbers_falls_back_announced_and_withdraws_its_tem
         got, want = _launch(exe, kernel, 41)
         torch.testing.assert_close(got["out"], want["out"], rtol=0, atol=0)
         assert cache.planned == planned + 1
+
+
+def kv_rows(heads: int = 4, width: int = 64, dtype: str = "float16") -> KernelGroup:
+    """out = a * 0.5 over ``heads`` x (s0 + 1) x ``width``: a KV cache of one more
+    position than the size symbol, laid out head by head."""
+    n = S0 + 1
+    idx = n * width * K.I0 + width * K.I1 + K.I2
+    body = (Instr("load", ("a", idx), dtype), Instr("constant", (0.5, dtype), dtype),
+            Instr("mul", (Ref(0), Ref(1)), dtype), Instr("store", ("out", idx, Ref(2), None)))
+    shape = (sympy.Integer(heads), n, sympy.Integer(width))
+
+    def spec(name: str, role: str) -> BufferSpec:
+        return BufferSpec(name, dtype, shape, (n * width, sympy.Integer(width), sympy.Integer(1)), sympy.Integer(0),
+                          heads * n * width, role)
+    return KernelGroup("kv_rows", (LoopKernel("op0", shape, (), body),), (spec("a", "input"), spec("out", "output")),
+                       ("a", "out"), ("s0",))
+
+
+def test_a_division_is_stable_over_a_bucket_when_cores_take_whole_slabs_outside_the_size() -> None:
+    """Adjacent sizes of a bucket (63 and 64): 4 heads of s0 + 1 rows divide over
+    1, 2 or 4 cores at the same places relative to the size; over 8 cores a cut
+    falls inside a head, where it moves as the size grows. A group whose rows do
+    not change with the size (a reduction along it) divides the same way always."""
+    gm, below = (model_group(kv_rows(), DEFAULT, {S0: s}) for s in (64, 63))
+    assert [c for c in (1, 2, 4, 8, 16, 32) if loops.stable_division(gm, below, Division(c))] == [1, 2, 4]
+    gm, below = (model_group(length_sums(16), DEFAULT, {S0: s}) for s in (64, 63))
+    assert all(loops.stable_division(gm, below, Division(c)) for c in (1, 4, 8, 16))
+    assert not loops.stable_division(gm, below, Division(4, rsplit=2))  # a cut inside the moving reduction
+
+
+def length_sums(rows: int) -> KernelGroup:
+    """c[i] = sum of row i's s0 + 1 scores (a decode's softmax denominators)."""
+    n = S0 + 1
+    body = (Instr("load", ("a", n * K.I0 + K.R0), "float32"),
+            Instr("reduction", ("float32", "float32", "sum", Ref(0)), "float32"),
+            Instr("store_reduction", ("c", K.I0, Ref(1))))
+    a = BufferSpec("a", "float32", (sympy.Integer(rows), n), (n, sympy.Integer(1)), sympy.Integer(0), rows * n, "input")
+    return KernelGroup("length_sums", (LoopKernel("op0", (sympy.Integer(rows),), (n,), body),),
+                       (a, K.buf("c", (rows,), "float32", "output")), ("a", "c"), ("s0",))
+
+
+def _kv_step(past: torch.Tensor, new: torch.Tensor, p: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A GQA decode step's work on its KV length: append the new position, repeat
+    the 4 KV heads for 16 query heads in fp32, and the probabilities times V."""
+    k = torch.cat([past, new], dim=2)
+    rep = k[:, :, None].expand(1, 4, 4, k.shape[2], 64).reshape(1, 16, k.shape[2], 64).float()
+    return k, rep, torch.matmul(p, rep)
+
+
+def test_a_decode_s_kv_kernels_are_bound_for_most_sizes_of_a_bucket() -> None:
+    """Compiled with dynamic shapes, every new KV length of a bucket (33..64) is
+    a new size for the cache append, the head repeat and the matmul over the
+    length. Planning chooses divisions that keep one structure over the bucket
+    (cores take whole heads; the tiles the top needs) and a matmul whose top
+    crosses a K tile (65 positions in tiles of 64) is bound below its top: after
+    the bucket's first two sizes nothing is planned, every size is bound, the
+    numbers eager's at every size. (Dividing the positions over 8 to 32 cores,
+    as the fastest estimate alone picks, planned every size.)"""
+    f = torch.compile(_kv_step, dynamic=True)
+    g = torch.Generator().manual_seed(0)
+    new = torch.randn(1, 4, 1, 64, generator=g).half()
+    programs = current().programs
+    for s in range(33, 64):
+        if s == 35:  # after the bucket's first two sizes (and the template's samples)
+            planned, bound = programs.planned, programs.bound
+        past, p = torch.randn(1, 4, s, 64, generator=g).half(), torch.randn(1, 16, 1, s + 1, generator=g)
+        got = f(past.to("spyre"), new.to("spyre"), p.to("spyre"))
+        for a, b in zip(got, _kv_step(past, new, p)):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-3, atol=1e-3)
+    assert programs.planned == planned, (programs.planned - planned, programs.bound - bound)
+    assert programs.bound - bound >= 3 * (63 - 35 + 1) - 1  # (the matmul's 63 was a template sample)
+
+
+def test_the_next_bucket_carries_the_template_on_and_plans_only_its_top() -> None:
+    """A decode crossing into the next bucket (64 -> 65): the template of 33..64,
+    bound at 63 and 64, is the adjacent pair of the new bucket's, so only its top
+    (128) is planned; 65 onwards are bound, checked and equal to the reference.
+    (Planning the new bucket's first two sizes and its top would be three.)"""
+    kernel = scaled_rows(8)
+    session, exe = _decoding(kernel)
+    cache = session.programs
+    with activate(session):
+        _exact(exe, kernel, range(33, 65))
+        planned, bound = cache.planned, cache.bound
+        _exact(exe, kernel, range(65, 101))
+    assert cache.planned == planned + 1 and cache.bound == bound + 101 - 65
