@@ -237,7 +237,7 @@ def _bucket_recipe(group: KernelGroup, m: Machine, bucket: Mapping[sympy.Symbol,
     there once, with every check of a plan)."""
     def plan_at_bucket() -> _Recipe | None:
         below = _model_below(group, m, bucket, lx_planning)
-        plan = plan_group(group, m, bucket, name, lx_planning=lx_planning).plan
+        plan = plan_group(group, m, bucket, name, lx_planning=lx_planning, below=below).plan
         if not isinstance(plan, LoopPlan):
             return None
         division = None if plan.grid else Division(plan.row_cores, plan.rsplit)
