@@ -32,7 +32,7 @@ from spyre_adapter.model.loop_steps import LoopBase, expand, fewer_trips, max_de
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import Instruction, Loop, Lx, Program, ProgramMemo, Region, buffer_dtypes
 
-__all__ = ["Event", "Timeline", "simulate", "lower_bound_ns", "dram_bytes_of"]
+__all__ = ["Event", "Timeline", "simulate", "remember", "extrapolate", "lower_bound_ns", "dram_bytes_of"]
 
 #: A transfer with less than this many bytes left has finished (float residue).
 _DONE_BYTES = 1e-3
@@ -528,6 +528,30 @@ def simulate(p: Program, m: Machine, dynamic_bytes: Mapping[tuple[int, int], int
     return tl
 
 
+def remember(p: Program, m: Machine, tl: Timeline) -> None:
+    """Record ``tl`` as program ``p``'s event-free timeline on ``m``, found
+    without simulating ``p`` itself (a big matmul timed from simulated prefixes
+    of its program, see :func:`extrapolate`): :func:`simulate` then answers with
+    it instead of simulating every step again."""
+    if tl.events:
+        raise ValueError("only an event-free timeline stands in for a simulation")
+    _TIMES.put(p, (m, tl))
+
+
+def extrapolate(a: Timeline, b: Timeline, times: float) -> Timeline:
+    """``b`` continued by ``times`` more of what ``a`` to ``b`` added: the total,
+    every engine's busy time, each core's end and the bytes moved grow by the
+    same multiple of their difference (``a`` and ``b`` are runs of one program
+    cut to fewer and more iterations of its steady state)."""
+    def on(x: float, y: float) -> float:
+        return y + times * (y - x)
+
+    busy = {c: {e: on(a.busy.get(c, {}).get(e, 0.0), v) for e, v in per.items()} for c, per in b.busy.items()}
+    return Timeline(on(a.total_ns, b.total_ns), [], busy, round(on(a.dram_read_bytes, b.dram_read_bytes)),
+                    round(on(a.dram_write_bytes, b.dram_write_bytes)), round(on(a.ring_bytes, b.ring_bytes)),
+                    {c: on(a.core_end.get(c, 0.0), v) for c, v in b.core_end.items()})
+
+
 #: Most the last two of three truncations' per-iteration times may differ
 #: (relative) for a loop's time to be extrapolated from them.
 STEADY_TOLERANCE = 0.005
@@ -588,17 +612,7 @@ def _looped(p: Program, m: Machine) -> Timeline | None:
                 break
     else:
         return None
-    left = least - kept
-
-    def ahead(a: float, b: float) -> float:
-        return b + left * (b - a)
-
-    busy = {c: {e: ahead(t2.busy.get(c, {}).get(e, 0.0), v) for e, v in per.items()} for c, per in t3.busy.items()}
-    return Timeline(ahead(t2.total_ns, t3.total_ns), [], busy,
-                    round(ahead(t2.dram_read_bytes, t3.dram_read_bytes)),
-                    round(ahead(t2.dram_write_bytes, t3.dram_write_bytes)),
-                    round(ahead(t2.ring_bytes, t3.ring_bytes)),
-                    {c: ahead(t2.core_end.get(c, 0.0), v) for c, v in t3.core_end.items()})
+    return extrapolate(t2, t3, least - kept)
 
 
 def lower_bound_ns(p: Program, m: Machine) -> float:

@@ -27,7 +27,7 @@ from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.program import CoreProgram, MatmulPlan, Program, Resident, itemsize
 from spyre_adapter.model.rules import first_violation
 from spyre_adapter.model.structure import structure_digest, structure_sizes
-from spyre_adapter.model.timing import lower_bound_ns, simulate
+from spyre_adapter.model.timing import Timeline, extrapolate, lower_bound_ns, remember, simulate
 from spyre_adapter.scheduler.loops import plan_group
 from spyre_adapter.scheduler.matmul_program import build as build_program
 from spyre_adapter.scheduler.matmul_program import build_k_looped, build_looped, k_looped, loop_pays
@@ -276,8 +276,9 @@ def _rank(s: MatmulShape, m: Machine, share: bool, max_cores: int | None) -> tup
 class _Built:
     """A built candidate program: its order of building, and its simulated time
     once known (``bound``: what no simulation of it can undercut). A large
-    candidate is timed from simulated prefixes (:func:`extrapolated_ns`) and
-    built whole only when it is chosen (``program`` None until then)."""
+    candidate is timed from simulated prefixes (:func:`extrapolated`) and
+    built whole only when it is chosen (``program`` None until then); the
+    timeline so found (``timeline``) then stands for the whole program's."""
 
     index: int
     program: Program | None
@@ -287,6 +288,8 @@ class _Built:
     cost: Cost | None = None
     #: whether ``time`` is simulated (a lone last candidate is not: its bound stands in)
     simulated: bool = False
+    #: the timeline extrapolated from prefixes, for a candidate timed so
+    timeline: Timeline | None = None
 
 
 #: Candidates the closed form puts at this many steps (all cores) or more are timed
@@ -303,12 +306,19 @@ def prefix_tiles(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, tuple[int, i
     of two prefixes was up to 2.8 % off one steady pass, and within a pass the
     time per tile is not steady at all (11 % off)."""
     tiles, period = tile_loops(s, g, m)
-    # With nothing stationary, two tiles a step. With one pass (the panel stays for
-    # the whole program: a one-dimensional division's), tiles after the first are
-    # alike: a tile a step (2048x14336x4096 on 32x1, "a": every prefix of 2-6
-    # tiles 117.8 us apart, extrapolated to the whole simulation's 3349.2 us).
-    step = 1 if period == tiles and g.order != "c" else max(2, period)
-    cuts = (2 * step, 3 * step, 4 * step)
+    if g.order == "c":
+        # Nothing stationary: no panel to wait for, and from the first pair of tiles
+        # (their operands alternate two LX slots) every pair is alike: prefixes of
+        # 2, 4 and 6 tiles time 8192^3's candidates to the 0.1 ns of the prefixes
+        # of 4, 6 and 8 tiles, at two thirds of the simulation.
+        cuts = (2, 4, 6)
+    else:
+        # With one pass (the panel stays for the whole program: a one-dimensional
+        # division's), tiles after the first are alike: a tile a step
+        # (2048x14336x4096 on 32x1, "a": every prefix of 2-6 tiles 117.8 us apart,
+        # extrapolated to the whole simulation's 3349.2 us).
+        step = 1 if period == tiles else max(2, period)
+        cuts = (2 * step, 3 * step, 4 * step)
     return (tiles, cuts) if sum(cuts) < tiles else None
 
 
@@ -317,17 +327,17 @@ def prefix_tiles(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, tuple[int, i
 STEADY_TOLERANCE = 0.005
 
 
-def extrapolated_ns(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int],
-                    name: str, share: bool, plan: MatmulPlan) -> float | None:
-    """The simulated time of the program of grid ``g``, from three of its prefixes
-    (every core's first output tiles): the last two differ by one pass, which
-    times each pass left. The first two must differ by as much (the program is
-    in its steady state), else the answer is None, as it is for a program too
-    short for prefixes (:func:`prefix_tiles`): then simulate it whole. Within
-    1 % of the whole program's simulation where both were run (test_matmul.py),
-    at about half the cost of building and simulating it. (The store times of
-    one prefix's events are no substitute: cores drift, and a pass read off
-    them was up to 16 % off.)"""
+def extrapolated(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int],
+                 name: str, share: bool, plan: MatmulPlan) -> Timeline | None:
+    """The simulated timeline of the program of grid ``g`` (event-free), from three
+    of its prefixes (every core's first output tiles): the last two differ by one
+    pass, which times each pass left (and its bytes and busy times). The first
+    two must differ by as much (the program is in its steady state), else the
+    answer is None, as it is for a program too short for prefixes
+    (:func:`prefix_tiles`): then simulate it whole. Within 1 % of the whole
+    program's simulation where both were run (test_matmul.py), at about half the
+    cost of building and simulating it. (The store times of one prefix's events
+    are no substitute: cores drift, and a pass read off them was up to 16 % off.)"""
     cut = prefix_tiles(s, g, m)
     if cut is None:
         return None
@@ -336,18 +346,19 @@ def extrapolated_ns(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, s
         got = build_k_looped(kernel, s, g, m, sizes, name, share, plan, tiles) if k_looped(s, g, m) else None
         return got or build_program(kernel, s, g, m, sizes, name, share, plan, tiles=tiles)
 
-    t1, t2, t3 = (simulate(prefix(p), m, keep_events=False).total_ns for p in (p1, p2, p3))
+    runs = [simulate(prefix(p), m, keep_events=False) for p in (p1, p2, p3)]
+    t1, t2, t3 = (r.total_ns for r in runs)
     if abs((t3 - t2) - (t2 - t1)) > STEADY_TOLERANCE * (t3 - t2):
         return None
-    return t3 + (tiles - p3) * (t3 - t2) / (p3 - p2)
+    return extrapolate(runs[1], runs[2], (tiles - p3) / (p3 - p2))
 
 
 def _prefix_time(kernel: ExternKernel, s: MatmulShape, g: Grid, c: Cost, m: Machine,
-                 sizes: Mapping[sympy.Symbol, int], name: str, share: bool, plan: MatmulPlan) -> float | None:
-    """:func:`extrapolated_ns` for a candidate long enough to gain from it, else None."""
+                 sizes: Mapping[sympy.Symbol, int], name: str, share: bool, plan: MatmulPlan) -> Timeline | None:
+    """:func:`extrapolated` for a candidate long enough to gain from it, else None."""
     if c.instrs * g.cores < EXTRAPOLATE_MIN_STEPS:
         return None
-    return extrapolated_ns(kernel, s, g, m, sizes, name, share, plan)
+    return extrapolated(kernel, s, g, m, sizes, name, share, plan)
 
 
 def _built(kernel: ExternKernel, s: MatmulShape, g: Grid, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
@@ -449,6 +460,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
                 except DoesNotFit as exc:
                     reasons.append(str(exc))
                     continue
+                if first.timeline is not None:  # (its time is known: not simulated again when measured)
+                    remember(first.program, m, first.timeline)
             bad = first_violation(first.program, m, numels)
             if bad is not None:
                 reasons.append(str(bad))
@@ -468,9 +481,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         if not _stick_exclusive(kernel, s, g, m, sizes) or (a_held and not _rows_line_up(s, g, m, a_held)):
             continue
         try:
-            t = None if a_held else _prefix_time(kernel, s, g, c, m, sizes, name, share and not naive, plan_of(g, c))
-            if t is not None:
-                built.append(_Built(next(order), None, t, t, g, c, simulated=True))
+            tl = None if a_held else _prefix_time(kernel, s, g, c, m, sizes, name, share and not naive, plan_of(g, c))
+            if tl is not None:
+                built.append(_Built(next(order), None, tl.total_ns, tl.total_ns, g, c, simulated=True, timeline=tl))
                 continue
             prog = _built(kernel, s, g, m, sizes, name, share and not naive, plan_of(g, c), a_held)
         except DoesNotFit as exc:
@@ -558,12 +571,15 @@ def _fastest(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sy
         for g2, c2 in group:
             assert best.time is not None
             try:
-                t = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
+                tl = _prefix_time(kernel, s, g2, c2, m, sizes, name, share, plan_of(g2, c2))
+                t = None if tl is None else tl.total_ns
                 if t is not None and t >= best.time:
                     break
                 prog = _built(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
             except DoesNotFit:
                 continue
+            if tl is not None:
+                remember(prog, m, tl)
             if t is None and lower_bound_ns(prog, m) >= best.time:
                 break
             if t is None:
