@@ -52,6 +52,17 @@ MAX_CHUNKS = 4096
 STABLE_SLACK = 1.15
 
 
+def within_slack(stable: float, best: float, m: Machine) -> bool:
+    """Whether a time ``stable`` (ns) of a division that keeps one structure over a
+    bucket is close enough to the ``best`` one's to be preferred: within
+    :data:`STABLE_SLACK`, or by no more than one barrier's release
+    (``m.sync_ns``), the smallest fixed cost of a launch on several cores. A
+    decode kernel of a microsecond (a KV cache append over two heads: 1.12 us
+    on the two cores that keep the heads whole, 0.79 us on 32 that cut them)
+    otherwise pays a plan every token to save a third of a microsecond."""
+    return stable <= STABLE_SLACK * best or stable - best <= m.sync_ns
+
+
 @gc_paused
 def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
                force: Division | None = None, lx_planning: bool = True, residency: Residency | None = None,
@@ -93,7 +104,7 @@ def plan_group(group: KernelGroup, m: Machine, sizes: Mapping[sympy.Symbol, int]
     if below is not None and residency is None and order:
         # A bucket's top: first the divisions that keep one structure over the
         # bucket, tiles included (cores take whole slabs and so do their tiles).
-        for d in _stable_first(gm, below, order, costs):
+        for d in _stable_first(gm, below, order, costs, m):
             try:
                 p = _build_division(gm, m, d, name, sizes, costs[d], cand, not lx_planning)
                 tiles = _stable_tiles(gm, below, d, _plan_tiles(p))
@@ -206,12 +217,12 @@ def stable_grid(gm: GroupModel, below: GroupModel, grid: tuple[int, ...]) -> boo
         g == 1 or int(a) == int(b) for g, a, b in zip(grid, shape, under))
 
 
-def _stable_first(gm: GroupModel, below: GroupModel, order: list[Division],
-                  costs: Mapping[Division, float]) -> list[Division]:
+def _stable_first(gm: GroupModel, below: GroupModel, order: list[Division], costs: Mapping[Division, float],
+                  m: Machine) -> list[Division]:
     """The divisions of ``order`` that keep one structure over the bucket and
-    estimate within :data:`STABLE_SLACK` of the best, in ``order``'s order."""
+    estimate close enough to the best (:func:`within_slack`), in ``order``'s order."""
     best = min(costs[d] for d in order)
-    return [d for d in order if costs[d] <= STABLE_SLACK * best and stable_division(gm, below, d)]
+    return [d for d in order if within_slack(costs[d], best, m) and stable_division(gm, below, d)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +504,7 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
     """``p``, or the fastest 2-D grid program when ``p`` simulates well over its
     estimate and a grid is faster (both by the timing model). ``below``: ``p``
     keeps one structure over a size bucket (see :func:`plan_group`); a grid that
-    does not must then be faster by more than :data:`STABLE_SLACK`."""
+    does not must then be faster by more than :func:`within_slack` allows."""
     grids = _grid_candidates(gm, m)
     if not grids:
         return p
@@ -509,7 +520,7 @@ def _better_grid(gm: GroupModel, m: Machine, p: Program, estimate: float, name: 
             continue
         except EmulatorError:  # a grid of a phased group can order a ring transfer across a barrier
             continue
-        if below is not None and not stable_grid(gm, below, grid) and t * STABLE_SLACK >= stable_t:
+        if below is not None and not stable_grid(gm, below, grid) and within_slack(stable_t, t, m):
             continue
         if t < best_t:
             p, best_t = q, t
