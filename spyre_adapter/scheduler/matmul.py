@@ -410,12 +410,21 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
 
     bucket = bucket_of(sizes) if not naive and not a_held else None
     if bucket is not None:
-        # Run-time sizes: the core grid and loop order are chosen at their bucket
-        # (see .size_buckets); the best-ranked tiling of it here is built and
-        # checked, and planning continues below only if it does not fit.
+        # Run-time sizes: the core grid, loop order and tile are chosen at their
+        # bucket (see .size_buckets); that tiling (the grid's best-ranked one where
+        # it does not fit) is built here and checked, and planning continues below
+        # only if it does not fit.
         chosen = _bucket_grid(kernel, m, bucket, name, share, max_cores)
-        g_c = next(((g, c) for g, c in ranked if (g.gb, g.gm, g.gn, g.gk, g.order) == chosen
-                    and _stick_exclusive(kernel, s, g, m, sizes)), None)
+        grid, top_tile = chosen if chosen is not None else (None, ())
+        fits = [(g, c) for g, c in ranked if (g.gb, g.gm, g.gn, g.gk, g.order) == grid
+                and _stick_exclusive(kernel, s, g, m, sizes)]
+        # The bucket top's tiling where it fits these sizes too (the best-ranked
+        # one of the grid otherwise): one tiling over the bucket keeps one program
+        # structure, which a size template binds instead of planning each size (a
+        # decode's P @ V over the KV length, tiles of 64: one K tile at 66
+        # positions and two at 128 changed the structure inside the bucket).
+        g_c = next((gc for gc in fits if plan_of(*gc).tile == _clamped(top_tile, s, gc[0], m)),
+                   fits[0] if fits else None)
         if g_c is not None:
             try:
                 prog = _built(kernel, s, g_c[0], m, sizes, name, share, plan_of(*g_c))
@@ -594,18 +603,26 @@ def _fastest(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sy
 
 
 #: The (batch, M, N, K) core grid and loop order a matmul's plan chose at a
-#: size bucket, by (structure, machine, bucket, sharing, core limit).
-_BUCKET_GRIDS: BucketChoices[tuple[int, int, int, int, str]] = BucketChoices()
+#: size bucket, and its tile, by (structure, machine, bucket, sharing, core limit).
+_BUCKET_GRIDS: BucketChoices[tuple[tuple[int, int, int, int, str], tuple[int, ...]]] = BucketChoices()
 
 
 def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol, int], name: str, share: bool,
-                 max_cores: int | None) -> tuple[int, int, int, int, str] | None:
-    """What :func:`plan_matmul` chooses at ``bucket`` (planned there once)."""
-    def plan_at_bucket() -> tuple[int, int, int, int, str] | None:
+                 max_cores: int | None) -> tuple[tuple[int, int, int, int, str], tuple[int, ...]] | None:
+    """What :func:`plan_matmul` chooses at ``bucket`` (planned there once): the
+    grid with its loop order, and the tile."""
+    def plan_at_bucket() -> tuple[tuple[int, int, int, int, str], tuple[int, ...]] | None:
         plan = plan_matmul(kernel, m, bucket, name, share, max_cores).plan
-        return (*plan.grid, plan.order) if isinstance(plan, MatmulPlan) else None
+        return ((*plan.grid, plan.order), tuple(plan.tile)) if isinstance(plan, MatmulPlan) else None
     return _BUCKET_GRIDS.get((structure_digest(kernel), m, structure_sizes(kernel, bucket), share, max_cores,
                               autotuning()), plan_at_bucket)
+
+
+def _clamped(tile: Sequence[int], s: MatmulShape, g: Grid, m: Machine) -> tuple[int, int, int]:
+    """A bucket top's tile as a plan of grid ``g`` records it at shape ``s``
+    (no larger than each core's share)."""
+    _, mb, nb, kb = _per_core(s, g, m)
+    return min(tile[0], mb), min(tile[1], nb), min(tile[2], kb)
 
 
 def plan_grid(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, int], name: str,
