@@ -301,7 +301,7 @@ def prefix_tiles(s: MatmulShape, g: Grid, m: Machine) -> tuple[int, tuple[int, i
     """(output tiles per core, three prefixes in tiles) for timing the program of
     ``g`` from its prefixes, or None when it is too short to gain from it. The
     prefixes end on whole passes of the stationary panel after the first two
-    (two tiles when nothing is stationary):
+    (on pairs of tiles from the first when nothing is stationary):
     with the first pass in (its tiles wait for the panel's loads) a difference
     of two prefixes was up to 2.8 % off one steady pass, and within a pass the
     time per tile is not steady at all (11 % off)."""
