@@ -403,10 +403,9 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
     numels = {b.name: int(concrete(b.storage_numel, sizes)) for b in kernel.buffers}
 
     def plan_of(g: Grid, c: Cost) -> MatmulPlan:
-        _, mb, nb, kb = _per_core(s, g, m)
-        return MatmulPlan((g.gb, g.gm, g.gn, g.gk), (min(g.tm, mb), min(g.tn, nb), min(g.tk, kb)), g.order,
-                          share and not naive, round(m.pe_efficiency(min(g.tm, mb)), 3), round(c.total_ns, 1),
-                          len(ranked))
+        tile = _clamped((g.tm, g.tn, g.tk), s, g, m)
+        return MatmulPlan((g.gb, g.gm, g.gn, g.gk), tile, g.order, share and not naive,
+                          round(m.pe_efficiency(tile[0]), 3), round(c.total_ns, 1), len(ranked))
 
     bucket = bucket_of(sizes) if not naive and not a_held else None
     if bucket is not None:
@@ -587,8 +586,6 @@ def _fastest(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sy
                 prog = _built(kernel, s, g2, m, sizes, name, share, plan_of(g2, c2))
             except DoesNotFit:
                 continue
-            if tl is not None:
-                remember(prog, m, tl)
             if t is None and lower_bound_ns(prog, m) >= best.time:
                 break
             if t is None:
@@ -597,6 +594,8 @@ def _fastest(kernel: ExternKernel, s: MatmulShape, m: Machine, sizes: Mapping[sy
                 break
             if first_violation(prog, m, numels) is not None:  # checked once it would win
                 continue
+            if tl is not None:  # (its time is known: not simulated again when measured)
+                remember(prog, m, tl)
             best = _Built(-1, prog, t, t, g2, c2, simulated=True)
             break
     return best
@@ -619,8 +618,8 @@ def _bucket_grid(kernel: ExternKernel, m: Machine, bucket: Mapping[sympy.Symbol,
 
 
 def _clamped(tile: Sequence[int], s: MatmulShape, g: Grid, m: Machine) -> tuple[int, int, int]:
-    """A bucket top's tile as a plan of grid ``g`` records it at shape ``s``
-    (no larger than each core's share)."""
+    """``tile`` as a plan of grid ``g`` records it at shape ``s`` (no larger than
+    each core's share)."""
     _, mb, nb, kb = _per_core(s, g, m)
     return min(tile[0], mb), min(tile[1], nb), min(tile[2], kb)
 
