@@ -82,10 +82,17 @@ def test_layers_share_the_first_layer_s_checked_program_and_its_recording(checke
     assert {i.src.buffer for c in p2.program.cores for i in c.instrs if hasattr(i, "src") and
             hasattr(i.src, "buffer")} <= {"x2", "w2"}  # what reports show names layer 2's buffers
     (shared,) = p1.state.values()
-    assert shared.replay.thunks  # recorded by layer 2's launch, replayed from now on by both
-    for seed in (3, 4):
+    # Layer 2's launch ran unrecorded: a program launched twice (a decode's KV
+    # length, once per layer) never pays for a recording.
+    assert shared.replay.thunks is None and shared.unchecked == 1
+    _launch(e1, K.sized_buffers(one, sizes, seed=3), sizes)
+    recorded = shared.replay.thunks
+    assert recorded  # by the third launch, replayed from now on by both
+    _launch(e2, K.sized_buffers(two, sizes, seed=13), sizes)
+    for seed in (4, 5):
         _launch(e1, K.sized_buffers(one, sizes, seed=seed), sizes)
         _launch(e2, K.sized_buffers(two, sizes, seed=seed + 10), sizes)
+    assert shared.replay.thunks is recorded and shared.unchecked == 7
     assert checked_launches == ["rows_times_row"]
     names = [r["name"] for r in report.per_kernel()]
     assert names == ["rows_times_row", "rows_times_row2"]
