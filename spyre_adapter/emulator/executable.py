@@ -337,7 +337,7 @@ class Executable:
         # Recording (regrouping the steps by dependence level) costs about 2.5 plain
         # runs and pays from the launch after it: the first unchecked launch runs
         # plain. A decode's program for one KV length is launched once per layer.
-        recorded = not first and (d.unchecked > 0 or d.replay.thunks is not None)
+        recorded = d.unchecked > 0  # (only an unchecked launch records)
         try:
             with _emulator_threads() as threads:
                 launch.stats = execute(q, launch.runs_on, launch.target.card, launch.runs_sizes, checking=first,

@@ -422,7 +422,8 @@ def plan_matmul(kernel: ExternKernel, m: Machine, sizes: Mapping[sympy.Symbol, i
         # structure, which a size template binds instead of planning each size (a
         # decode's P @ V over the KV length, tiles of 64: one K tile at 66
         # positions and two at 128 changed the structure inside the bucket).
-        g_c = next((gc for gc in fits if plan_of(*gc).tile == _clamped(top_tile, s, gc[0], m)),
+        g_c = next((gc for gc in fits if _clamped((gc[0].tm, gc[0].tn, gc[0].tk), s, gc[0], m)
+                    == _clamped(top_tile, s, gc[0], m)),
                    fits[0] if fits else None)
         if g_c is not None:
             try:
