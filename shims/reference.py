@@ -167,6 +167,77 @@ class Tile:
             idx = torch.tensor(idx, dtype=torch.int64)
         return idx
 
+    def index_terms(self, expr: sympy.Expr, keep: bool = False) -> tuple[int, list[torch.Tensor]] | None:
+        """``expr`` over the tile as a constant plus a sum of parts over disjoint
+        sets of its variables: ``(constant, [each part's distinct values, sorted])``.
+
+        The tile's index set is the sum of those sets (every combination), so
+        its bounds and size follow from a few small tensors instead of one
+        value per point. None when one part spans every variable that varies
+        over the tile (nothing to gain) or the tile is batched (the batch
+        couples every part)."""
+        if self.batch_starts is not None:
+            return None
+        groups = _term_groups(_bind(expr, self.sizes), tuple(self.vars))
+        if groups is None:
+            return None
+        const, parts = groups
+        exts = self.keep_shape() if keep else self.shape
+        varying = {k for k, e in enumerate(exts) if e > 1}
+        if any(varying <= set(ks) for _, ks in parts):
+            return None
+        sets = []
+        for part, ks in parts:
+            if not ks:
+                const += int(part)
+                continue
+            sets.append(_part_values(part, tuple((self.vars[k], self.starts[k], exts[k]) for k in ks)))
+        return const, sets
+
+
+@functools.lru_cache(maxsize=8192)
+def _part_values(part: sympy.Expr, ranges: tuple[tuple[sympy.Symbol, int, int], ...]) -> torch.Tensor:
+    """The distinct values, sorted, of ``part`` over ``ranges`` ((variable, start,
+    extent) each): tiles of a grid share most of their ranges."""
+    env: dict[sympy.Symbol, Any] = {}
+    for k, (var, start, ext) in enumerate(ranges):
+        view = [1] * len(ranges)
+        view[k] = ext
+        env[var] = torch.arange(start, start + ext, dtype=torch.int64).view(view)
+    v = _index.compile_index(part)(env)
+    values: torch.Tensor = v if isinstance(v, torch.Tensor) else torch.tensor([v], dtype=torch.int64)
+    distinct: torch.Tensor = torch.unique(values)  # (typed Any: torch.unique is a dispatch wrapper)
+    return distinct
+
+
+@functools.lru_cache(maxsize=8192)
+def _term_groups(expr: sympy.Expr, variables: tuple[sympy.Symbol, ...]
+                 ) -> tuple[int, list[tuple[sympy.Expr, tuple[int, ...]]]] | None:
+    """An index expression's constant and its terms summed per connected set of
+    variables (terms sharing a variable join one part): ``(constant, [(part,
+    variable positions)])``; None when a term has a symbol that is not a variable."""
+    expr = _index.as_expr(expr)
+    terms = expr.args if expr.is_Add else (expr,)
+    pos = {v: k for k, v in enumerate(variables)}
+    const = 0
+    parts: list[tuple[list[sympy.Expr], set[int]]] = []
+    for term in terms:
+        if term.is_Integer:
+            const += int(term)
+            continue
+        syms = _index.free_symbols(term)
+        if not syms <= pos.keys():
+            return None
+        ks = {pos[s] for s in syms}
+        joined = [p for p in parts if p[1] & ks]
+        merged = ([term], ks)
+        for p in joined:
+            merged[0].extend(p[0])
+            merged[1].update(p[1])
+            parts.remove(p)
+        parts.append(merged)
+    return const, [(sympy.Add(*ts), tuple(sorted(ks))) for ts, ks in parts]
+
 
 @functools.lru_cache(maxsize=8192)
 def _affine(expr: sympy.Expr, variables: tuple[sympy.Symbol, ...]) -> tuple[int, list[int]] | None:

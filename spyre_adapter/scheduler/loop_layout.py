@@ -171,6 +171,62 @@ class _Geom:
     clip: tuple[tuple[int, int], ...] = ()
 
 
+def _point_geometry(tile: Tile, acc: Access, shape: tuple[int, ...], n: int) -> _Geom:
+    """A static footprint from the index evaluated at every point of the tile
+    (a masked load's lanes outside the buffer's ``n`` elements dropped)."""
+    idx = tile.indices(acc.index, keep=acc.reduced).expand(shape)
+    if acc.masked and not acc.store:
+        idx = idx[(idx >= 0) & (idx < n)]
+        if idx.numel() == 0:
+            return _Geom("empty", shape=shape)
+    lo, hi = int(idx.min()), int(idx.max()) + 1
+    # Counting distinct indices sorts them (about a quarter of loop planning in a full-size
+    # layer); a span within SPARSE_RATIO times the indices' count cannot be sparse.
+    n = idx.numel()
+    dense = hi - lo <= SPARSE_RATIO * n + SPARSE_SLACK or n >= 1 << 22
+    touched = min(n, hi - lo) if dense else int(torch.unique(idx).numel())
+    return _Geom("static", lo, hi, touched, shape=shape)
+
+
+def _summed_geometry(tile: Tile, acc: Access, shape: tuple[int, ...], n: int) -> _Geom | None:
+    """A static footprint from the index's parts over disjoint variables
+    (:meth:`~spyre_shims.reference.Tile.index_terms`), without a value per point:
+    the same bounds and count as evaluating every point. None when the index has
+    no such parts, or a masked load reaches outside the buffer (those lanes are
+    dropped point by point)."""
+    terms = tile.index_terms(acc.index, keep=acc.reduced)
+    points = math.prod(shape)
+    if terms is None or points == 0:
+        return None
+    const, sets = terms
+    lo = const + sum(int(s[0]) for s in sets)
+    hi = const + sum(int(s[-1]) for s in sets) + 1
+    if acc.masked and not acc.store and (lo < 0 or hi > n):
+        return None
+    dense = hi - lo <= SPARSE_RATIO * points + SPARSE_SLACK or points >= 1 << 22
+    return _Geom("static", lo, hi, min(points, hi - lo) if dense else _sum_count(sets), shape=shape)
+
+
+def _sum_count(sets: list[torch.Tensor]) -> int:
+    """How many distinct sums one value from each sorted set makes. Taken in
+    order of their smallest gap, when each set's gap exceeds the span of the
+    sums before it every combination is distinct (a mixed radix); else the sums
+    are counted."""
+    multi = [(int((s[1:] - s[:-1]).min()), s) for s in sets if s.numel() > 1]
+    multi.sort(key=lambda gs: gs[0])
+    span = 0
+    for gap, s in multi:
+        if gap <= span:
+            break
+        span += int(s[-1] - s[0])
+    else:
+        return math.prod(s.numel() for _, s in multi)
+    sums = multi[0][1]
+    for _, s in multi[1:]:
+        sums = torch.unique((sums[:, None] + s[None, :]).flatten())
+    return int(sums.numel())
+
+
 def sparse(g: _Geom) -> bool:
     """Whether a static footprint is too sparse to load as one window (gather it)."""
     return g.kind == "static" and g.hi - g.lo > SPARSE_RATIO * max(g.touched, 1) + SPARSE_SLACK
@@ -348,18 +404,7 @@ class Placement:
                     return _Geom("empty", shape=shape)
             sub = tuple((a - s0, e) for a, s0, e in zip(starts, tile.starts, ext)) if clip else ()
             return _Geom("affine", lo, hi, touched, start, coeffs, shape, sub)
-        idx = tile.indices(acc.index, keep=acc.reduced).expand(shape)
-        if acc.masked and not acc.store:
-            idx = idx[(idx >= 0) & (idx < n)]
-            if idx.numel() == 0:
-                return _Geom("empty", shape=shape)
-        lo, hi = int(idx.min()), int(idx.max()) + 1
-        # Counting distinct indices sorts them (about a quarter of loop planning in a full-size
-        # layer); a span within SPARSE_RATIO times the indices' count cannot be sparse.
-        n = idx.numel()
-        dense = hi - lo <= SPARSE_RATIO * n + SPARSE_SLACK or n >= 1 << 22
-        touched = min(n, hi - lo) if dense else int(torch.unique(idx).numel())
-        return _Geom("static", lo, hi, touched, shape=shape)
+        return _summed_geometry(tile, acc, shape, n) or _point_geometry(tile, acc, shape, n)
 
     def window_bounds(self, buf: str, lo: int, hi: int) -> tuple[int, int]:
         """[lo, hi) widened to whole sticks within the buffer."""
