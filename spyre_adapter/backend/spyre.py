@@ -30,6 +30,7 @@ from spyre_shims.jsonform import FormatError
 from spyre_adapter.backend.session import Session, current, current_machine, set_machine, use_machine
 from spyre_adapter.emulator import Executable, Planned
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.host_threads import host_threads
 from spyre_adapter.model.kinds import KernelKind, kind_of
 from spyre_adapter.model.machine import Machine
 from spyre_adapter.model.machine_spec import MachineSpecError
@@ -113,7 +114,8 @@ def _planned(kernel: kir.Kernel, kind: KernelKind, m: Machine, sizes: Mapping[sy
     """What ``kind``'s planner makes of ``kernel`` at these sizes (counted in the program cache)."""
     current().programs.planned += 1
     try:
-        return kind.plan(kernel, m, sizes)
+        with host_threads():
+            return kind.plan(kernel, m, sizes)
     except DoesNotFit as exc:
         raise exc.in_kernel(kernel.name) from None
     except EmulatorError as exc:
@@ -372,7 +374,8 @@ class SpyreBackend(Backend):
                  else {b.name for b in k.buffers if b.role in ("input", "inout")} for k in graph.kernels]
         writes = [{k.output.name} if isinstance(k, kir.ExternKernel)
                   else {b.name for b in k.buffers if b.role in ("output", "inout")} for k in graph.kernels]
-        new, decisions = plan_residency(programs, outputs, session.machine, reads, writes, session.programs)
+        with host_threads():
+            new, decisions = plan_residency(programs, outputs, session.machine, reads, writes, session.programs)
         for e, before, after in zip(exes, programs, new):
             if e is not None and before is not None and after is not before:
                 e.keep(session.machine, after)

@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import sympy
@@ -38,6 +38,7 @@ from spyre_adapter.emulator.executor import RunStats, execute
 from spyre_adapter.emulator.replay import Replay
 from spyre_adapter.model import isa
 from spyre_adapter.model.errors import DoesNotFit, EmulatorError
+from spyre_adapter.model.host_threads import host_threads
 from spyre_adapter.model.kinds import KernelKind
 from spyre_adapter.model.loop_steps import instructions
 from spyre_adapter.model.machine import Machine
@@ -69,30 +70,6 @@ class Target(Protocol):
     machine: Machine
     card: Card
     report: Recorder
-
-
-def _threads_wanted() -> int:
-    raw = os.environ.get("SPYRE_EMULATOR_THREADS", "1")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else 1
-
-
-@contextlib.contextmanager
-def _emulator_threads() -> Iterator[int]:
-    """Run a program's steps with ``SPYRE_EMULATOR_THREADS`` intra-op threads
-    (default 1); yields the process's own count, which large PE steps use. Most
-    steps are small tensor operations: splitting them over threads costs more
-    than it saves, and when another process holds a core the threads' barriers
-    stall (measured: a 1024-wide decoder block ran 5x slower with 2 threads on a
-    loaded 2-core machine). A PE step batched over 32 cores is a real matmul."""
-    want, had = _threads_wanted(), torch.get_num_threads()
-    if want == had:
-        yield had
-        return
-    torch.set_num_threads(want)
-    try:
-        yield had
-    finally:
-        torch.set_num_threads(had)
 
 
 class _Derived:
@@ -339,7 +316,7 @@ class Executable:
         # plain. A decode's program for one KV length is launched once per layer.
         recorded = d.unchecked > 0  # (only an unchecked launch records)
         try:
-            with _emulator_threads() as threads:
+            with host_threads() as threads:
                 launch.stats = execute(q, launch.runs_on, launch.target.card, launch.runs_sizes, checking=first,
                                        replay=d.replay if recorded else None, pe_threads=threads)
         except (EmulatorError, KernelFault) as exc:
