@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -179,13 +179,15 @@ def _point_geometry(tile: Tile, acc: Access, shape: tuple[int, ...], n: int) -> 
         idx = idx[(idx >= 0) & (idx < n)]
         if idx.numel() == 0:
             return _Geom("empty", shape=shape)
-    lo, hi = int(idx.min()), int(idx.max()) + 1
-    # Counting distinct indices sorts them (about a quarter of loop planning in a full-size
-    # layer); a span within SPARSE_RATIO times the indices' count cannot be sparse.
-    n = idx.numel()
-    dense = hi - lo <= SPARSE_RATIO * n + SPARSE_SLACK or n >= 1 << 22
-    touched = min(n, hi - lo) if dense else int(torch.unique(idx).numel())
-    return _Geom("static", lo, hi, touched, shape=shape)
+    return _static(int(idx.min()), int(idx.max()) + 1, idx.numel(), shape, lambda: int(torch.unique(idx).numel()))
+
+
+def _static(lo: int, hi: int, points: int, shape: tuple[int, ...], distinct: Callable[[], int]) -> _Geom:
+    """A static footprint over [lo, hi) of ``points`` indices: their distinct count
+    (``distinct``, which sorts or sums sets) only where :func:`sparse` could hold; a
+    span within SPARSE_RATIO times the indices' count cannot be sparse."""
+    dense = hi - lo <= SPARSE_RATIO * points + SPARSE_SLACK or points >= 1 << 22
+    return _Geom("static", lo, hi, min(points, hi - lo) if dense else distinct(), shape=shape)
 
 
 def _summed_geometry(tile: Tile, acc: Access, shape: tuple[int, ...], n: int) -> _Geom | None:
@@ -203,8 +205,7 @@ def _summed_geometry(tile: Tile, acc: Access, shape: tuple[int, ...], n: int) ->
     hi = const + sum(int(s[-1]) for s in sets) + 1
     if acc.masked and not acc.store and (lo < 0 or hi > n):
         return None
-    dense = hi - lo <= SPARSE_RATIO * points + SPARSE_SLACK or points >= 1 << 22
-    return _Geom("static", lo, hi, min(points, hi - lo) if dense else _sum_count(sets), shape=shape)
+    return _static(lo, hi, points, shape, lambda: _sum_count(sets))
 
 
 def _sum_count(sets: list[torch.Tensor]) -> int:
